@@ -1,0 +1,36 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed
+
+.PHONY: demo test install dev bench clean
+
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# torch is pinned to the CPU build so a fresh machine does not pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(DEMO_STAMP) $@
+
+install: $(DEMO_STAMP)
+dev: $(STAMP)
+
+demo: $(DEMO_STAMP)
+	$(BIN)/kcontract demo --out out/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q
+
+bench: $(STAMP)
+	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -1,0 +1,21 @@
+"""kcontract: numerical contracts for ML kernels.
+
+A specification language for what a kernel promises (accumulator precision,
+ordering, exceptional values, shapes), a normative suite of twelve contract
+classes, a checker that runs kernels in isolation and says which contract broke
+and how, and runtime verification of matrix products.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import CheckerError, ContractError, UsageError  # noqa: E402
+
+
+def check_kernel(*args, **kwargs):
+    """Check a kernel against the suite; see :func:`kcontract.check.runner.check`."""
+    from .check.runner import check as _check
+    return _check(*args, **kwargs)
+
+
+__all__ = ["__version__", "check_kernel", "ContractError", "CheckerError", "UsageError"]

@@ -1,0 +1,359 @@
+"""The measurement engine: what every protocol stands on.
+
+A protocol (registered in :mod:`kcontract.classes`) receives a :class:`Context`
+and returns a :class:`~.verdict.ContractResult`.  The context draws seeded
+inputs, calls the kernel through its isolated handle, validates what comes back
+(shape, dtype, integrity flags), computes the float64 oracle, evaluates the
+contract's tolerance and postcondition, and builds violations.
+"""
+from __future__ import annotations
+
+import hashlib
+import shlex
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from ..claims import Claims
+from ..errors import ContractError
+from ..formats import Format, get_format
+from ..language.contract import Contract
+from ..ops import Op, upcast
+from .sandbox import CallResult
+from .verdict import Case, ContractResult, Status, Violation
+
+
+class KernelFailure(Exception):
+    """The kernel failed in a way that makes the verdict ``error`` (raised, crashed,
+    hung, wrong shape or dtype, tampered with its process).  Protocols that expect
+    a failure (a declared ``raise``) call :meth:`Context.call` instead."""
+
+    def __init__(self, code: str, message: str, case: Optional[Case] = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.case = case
+
+
+INTEGRITY_MESSAGES = {
+    "state": "the kernel changed process-wide numeric state ({})",
+    "patched": "the kernel monkeypatched {}",
+    "mutated-input": "the kernel modified its input #{}",
+    "aliased-output": "the kernel's output aliases its input #{}",
+}
+
+
+@dataclass
+class Comparison:
+    """Candidate against oracle under the contract's tolerance, for one case."""
+
+    case: Case
+    ok: np.ndarray  # bool, output-shaped: postcondition holds
+    out: np.ndarray
+    ref: np.ndarray
+    tol: Optional[np.ndarray]
+    env: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def mismatched(self) -> int:
+        return int(np.size(self.ok) - np.count_nonzero(self.ok))
+
+    @property
+    def total(self) -> int:
+        return int(np.size(self.ok))
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatched == 0
+
+    def error(self) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.abs(self.out - self.ref)
+
+    def worst_index(self) -> Optional[tuple]:
+        if self.total == 0:
+            return None
+        err = self.error()
+        with np.errstate(all="ignore"):
+            if self.tol is not None:
+                score = err / np.maximum(np.broadcast_to(self.tol, err.shape), 1e-300)
+            else:
+                score = err.copy()
+        score = np.where(np.isnan(score), np.inf, score)
+        score = np.where(self.ok, -1.0, score) if not self.passed else score
+        flat = int(np.argmax(score))
+        return tuple(int(i) for i in np.unravel_index(flat, np.shape(score)))
+
+    def stats(self) -> dict:
+        err = self.error()
+        finite = np.isfinite(err)
+        with np.errstate(all="ignore"):
+            rel = err / np.abs(self.ref)
+        rel = rel[finite & np.isfinite(rel)]
+        idx = self.worst_index()
+        d = {"mismatched": self.mismatched, "total": self.total,
+             "max_abs": float(np.max(err[finite])) if finite.any() else float("nan"),
+             "max_rel": float(np.max(rel)) if rel.size else float("nan"), "index": idx}
+        if idx is not None:
+            d["actual"] = float(self.out[idx])
+            d["expected"] = float(self.ref[idx])
+            d["measured"] = float(err[idx])
+            if self.tol is not None:
+                d["allowed"] = float(np.broadcast_to(self.tol, err.shape)[idx])
+        return d
+
+
+class Context:
+    """Everything a protocol needs, bound to one contract and one kernel."""
+
+    def __init__(self, contract: Contract, op: Op, dtype: Format, claims: Claims, kernel,
+                 *, framework: str = "numpy", device: str = "cpu", seed: int = 0,
+                 reproduce: str = "", progress: Optional[Callable[[], None]] = None,
+                 max_cases: Optional[int] = None):
+        self.contract = contract
+        self.op = op
+        self.dtype = dtype
+        self.claims = claims
+        self.kernel = kernel
+        self.framework = framework
+        self.device = device
+        self.user_seed = seed
+        self.reproduce = reproduce
+        self.progress = progress or (lambda: None)
+        self.cases = 0
+        self.tol_range = [np.inf, -np.inf]
+        self.max_cases = max_cases
+        self.kernel_info = getattr(kernel, "info", {}) or {}
+
+    # -- parameters -----------------------------------------------------------------
+    @property
+    def protocol(self):
+        return self.contract.protocol
+
+    def param(self, name: str, default: Any = None) -> Any:
+        from ..language.registry import protocols
+        params = self.protocol.params or {}
+        if name in params:
+            return params[name]
+        spec = protocols().get(self.protocol.kind)
+        if spec and name in spec.params:
+            return spec.params[name][1]
+        return default
+
+    def shapes(self) -> list[dict]:
+        shapes = self.protocol.shapes or (self.op.basic_shape,)
+        return [self.op.full_shape(s) for s in shapes]
+
+    def kwargs(self) -> dict:
+        kw = dict(self.op.kwargs)
+        kw.update(self.param("kwargs", {}) or {})
+        return kw
+
+    def rng(self, *keys) -> np.random.Generator:
+        words = [int(self.protocol.seed), int(self.user_seed),
+                 zlib.crc32(self.contract.id.encode())]
+        for k in keys:
+            words.append(k if isinstance(k, int) else zlib.crc32(str(k).encode()))
+        return np.random.default_rng(words)
+
+    # -- inputs ---------------------------------------------------------------------
+    def case(self, shape: Mapping[str, int], family: str, trial: int = 0, **extra) -> Case:
+        return Case(shape=dict(shape), dtype=self.dtype.name,
+                    seed=int(self.protocol.seed) + int(self.user_seed), family=family,
+                    trial=trial, extra=extra)
+
+    def inputs(self, shape: Mapping[str, int], family: str, trial: int = 0,
+               *keys) -> dict[str, np.ndarray]:
+        rng = self.rng(self.op.describe_shape(shape), family, trial, *keys)
+        return self.op.generate(shape, self.dtype, family, rng)
+
+    def iter_cases(self):
+        """(case, inputs) over the protocol's shapes x families x trials."""
+        for shape in self.shapes():
+            for family in self.protocol.families:
+                for trial in range(self.protocol.trials):
+                    yield self.case(shape, family, trial), self.inputs(shape, family, trial)
+
+    # -- calling the kernel ---------------------------------------------------------
+    def call(self, inputs: Mapping[str, np.ndarray], kwargs: Optional[dict] = None) -> CallResult:
+        """Call the kernel; failures come back as data."""
+        args = [inputs[name] for name in self.op.inputs]
+        kw = self.kwargs() if kwargs is None else kwargs
+        kw = self._accepted(kw)
+        res = self.kernel.call(args, kw)
+        self.cases += 1
+        self.progress()
+        return res
+
+    def _accepted(self, kw: dict) -> dict:
+        accepts = self.kernel_info.get("accepts")
+        if accepts is None or self.kernel_info.get("var_kw"):
+            return kw
+        return {k: v for k, v in kw.items() if k in accepts}
+
+    def run(self, inputs: Mapping[str, np.ndarray], case: Case,
+            kwargs: Optional[dict] = None, *, out_shape: Optional[tuple] = None) -> np.ndarray:
+        """Call the kernel and validate its output; failures raise :class:`KernelFailure`."""
+        res = self.call(inputs, kwargs)
+        return self.validate(res, case, inputs, out_shape=out_shape)
+
+    def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],
+                 *, out_shape: Optional[tuple] = None) -> np.ndarray:
+        if not res.ok:
+            code = {"raised": "kernel.raised", "crashed": "kernel.crashed",
+                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output"}[res.status]
+            raise KernelFailure(code, res.describe(), case)
+        self.check_flags(res, case)
+        want_shape = tuple(out_shape) if out_shape is not None else self._out_shape(inputs)
+        got_shape = tuple(res.meta.get("shape", np.shape(res.out)))
+        if got_shape != want_shape:
+            raise KernelFailure("kernel.wrong-shape",
+                                f"the kernel returned shape {got_shape}, expected {want_shape}", case)
+        want = self.op.output_format(self.dtype).name
+        got = res.meta.get("dtype", str(res.out.dtype))
+        if got != want:
+            raise KernelFailure("kernel.wrong-dtype",
+                                f"the kernel returned dtype {got}, expected {want}", case)
+        return res.out
+
+    def check_flags(self, res: CallResult, case: Case) -> None:
+        for flag in res.flags:
+            kind, _, what = flag.partition(":")
+            if kind in INTEGRITY_MESSAGES:
+                raise KernelFailure(f"integrity.{kind}", INTEGRITY_MESSAGES[kind].format(what), case)
+
+    def _out_shape(self, inputs):
+        return tuple(self.op.output_shape(self.op.solve_shape(inputs)))
+
+    # -- oracle and comparison ---------------------------------------------------------
+    def reference(self, inputs: Mapping[str, np.ndarray], kwargs: Optional[dict] = None):
+        x = upcast(inputs)
+        kw = self.kwargs() if kwargs is None else kwargs
+        return self.op.oracle(x, **kw), x
+
+    def env(self, x: Mapping[str, np.ndarray], out: np.ndarray, ref: np.ndarray,
+            shape: Mapping[str, int], extra: Optional[Mapping[str, Any]] = None,
+            kwargs: Optional[dict] = None) -> dict:
+        kw = self.kwargs() if kwargs is None else kwargs
+        env: dict[str, Any] = {"out": np.asarray(out, dtype=np.float64) if out is not None else None,
+                               "ref": ref, "dtype": self.op.output_format(self.dtype),
+                               "n": self.op.reduction_length(shape)}
+        env.update({k: v for k, v in x.items()})
+        env.update({k: int(v) for k, v in shape.items()})
+        for key, value in self.claims.as_dict().items():
+            env[key] = self.claims.get(key)
+        env.update(self.op.quantities(x, ref, **kw))
+        if extra:
+            env.update(extra)
+        return env
+
+    def evaluate(self, case: Case, inputs: Mapping[str, np.ndarray], out: np.ndarray,
+                 ref: Optional[np.ndarray] = None, *, extra: Optional[Mapping[str, Any]] = None,
+                 kwargs: Optional[dict] = None, x: Optional[Mapping[str, np.ndarray]] = None,
+                 ) -> Comparison:
+        if ref is None:
+            ref, x = self.reference(inputs, kwargs)
+        elif x is None:
+            x = upcast(inputs)
+        env = self.env(x, out, ref, case.shape, extra, kwargs)
+        with np.errstate(all="ignore"):
+            tol = None
+            for name, expr in self.contract.tolerance.items():
+                env[name] = expr.evaluate(env)
+                tol = env[name] if tol is None or name == "tol" else tol
+            ok = self.contract.postcondition.evaluate(env)
+        out64 = env["out"]
+        ok = np.broadcast_to(np.asarray(ok, dtype=bool), np.shape(out64))
+        if tol is not None:
+            t = np.asarray(tol, dtype=np.float64)
+            finite = t[np.isfinite(t)]
+            if finite.size:
+                self.tol_range[0] = min(self.tol_range[0], float(np.min(finite)))
+                self.tol_range[1] = max(self.tol_range[1], float(np.max(finite)))
+        return Comparison(case=case, ok=ok, out=out64, ref=np.asarray(ref, dtype=np.float64),
+                          tol=None if tol is None else np.asarray(tol, dtype=np.float64), env=env)
+
+    def precondition_holds(self, case: Case, inputs, ref=None, x=None) -> bool:
+        pre = self.contract.precondition
+        if pre is None:
+            return True
+        if ref is None:
+            ref, x = self.reference(inputs)
+        env = self.env(x if x is not None else upcast(inputs), None, ref, case.shape)
+        with np.errstate(all="ignore"):
+            return bool(np.all(pre.evaluate(env)))
+
+    # -- results ------------------------------------------------------------------------
+    def tolerance_text(self) -> str:
+        parts = [f"{k} = {e.source}" for k, e in self.contract.tolerance.items()]
+        text = "; ".join(parts)
+        lo, hi = self.tol_range
+        if np.isfinite(lo):
+            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
+        return text
+
+    def reproduce_line(self, case: Optional[Case] = None) -> str:
+        return self.reproduce
+
+    def violation(self, cmp: Optional[Comparison], *, code: Optional[str] = None,
+                  message: str = "", quantities: Optional[Mapping[str, Any]] = None,
+                  case: Optional[Case] = None) -> Violation:
+        st = cmp.stats() if cmp is not None else {}
+        c = case or (cmp.case if cmp is not None else None)
+        return Violation(
+            contract_id=self.contract.id, contract_class=self.contract.cls, case=c,
+            code=code or f"{self.contract.cls}.{self.contract.signature.code}",
+            message=message or self.contract.signature.summary,
+            mismatched=st.get("mismatched", 0), total=st.get("total", 0), index=st.get("index"),
+            actual=st.get("actual"), expected=st.get("expected"), max_abs=st.get("max_abs"),
+            max_rel=st.get("max_rel"), allowed=st.get("allowed"), measured=st.get("measured"),
+            quantities=dict(quantities or {}), reproduce=self.reproduce_line(c))
+
+    def result(self, status: Status, *, message: str = "", violation: Optional[Violation] = None,
+               signature: Optional[Mapping[str, Any]] = None, details: Optional[Mapping] = None,
+               seconds: float = 0.0) -> ContractResult:
+        sig = dict(signature or {})
+        if violation is not None:
+            sig.setdefault("code", violation.code)
+            for k, v in violation.quantities.items():
+                sig.setdefault(k, v)
+        return ContractResult(contract=self.contract.cls, id=self.contract.id, verdict=status,
+                              message=message, tolerance=self.tolerance_text(),
+                              violation=violation, signature=sig, cases=self.cases,
+                              seconds=seconds, reproduce=self.reproduce,
+                              details=dict(details or {}))
+
+    def passed(self, message: str = "", **kw) -> ContractResult:
+        return self.result(Status.PASS, message=message or f"{self.cases} cases conform", **kw)
+
+    def violated(self, violation: Violation, **kw) -> ContractResult:
+        return self.result(Status.VIOLATION, message=violation.message, violation=violation, **kw)
+
+    def skipped(self, why: str) -> ContractResult:
+        return self.result(Status.SKIPPED, message=why)
+
+    def run_detector(self, evidence: Mapping[str, Any]) -> dict:
+        """Run the contract's signature detector, if it names one."""
+        from ..language.registry import detectors
+        name = self.contract.signature.detector
+        if not name:
+            return {}
+        return dict(detectors()[name].run(self, evidence) or {})
+
+
+def reproduce_command(kernel: str, op: str, dtype: str, framework: str, device: str,
+                      contract_cls: str, seed: int, declared: Mapping[str, Any]) -> str:
+    parts = ["kcontract", "check", kernel, "--op", op, "--dtype", dtype]
+    if framework != "numpy":
+        parts += ["--framework", framework]
+    if device not in ("cpu", ""):
+        parts += ["--device", device]
+    parts += ["--contract", contract_cls]
+    if seed:
+        parts += ["--seed", str(seed)]
+    for k, v in declared.items():
+        parts += ["--declare", f"{k}={v}"]
+    return " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,220 @@
+"""The parent side of isolation: a kernel handle that calls into a worker process.
+
+:class:`KernelProcess` keeps one worker alive across calls (imports are paid
+once), detects crashes (EOF, signal), hangs (timeout) and state tampering, and
+starts a fresh worker after any of them.  :class:`InProcessKernel` has the same
+interface and runs the kernel in this process (``--in-process``, for debugging).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Optional
+
+import numpy as np
+
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass
+class CallResult:
+    """The outcome of one kernel call, as data (never an exception)."""
+
+    status: str  # ok | raised | crashed | timeout | bad-output
+    out: Optional[np.ndarray] = None
+    meta: dict = field(default_factory=dict)
+    flags: list = field(default_factory=list)
+    error: str = ""
+    error_type: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def describe(self) -> str:
+        if self.status == "raised":
+            return f"the kernel raised {self.error_type}: {self.error}"
+        if self.status == "crashed":
+            return f"the kernel crashed the worker process ({self.error})"
+        if self.status == "timeout":
+            return f"the kernel did not return within {self.error}"
+        if self.status == "bad-output":
+            return f"the kernel returned a {self.error_type}, not an array"
+        return "ok"
+
+
+class KernelLoadError(Exception):
+    """The kernel could not be imported (its module raised, or no such function)."""
+
+
+class KernelProcess:
+    def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
+                 timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0):
+        self.kernel = kernel
+        self.framework = framework
+        self.device = device
+        self.timeout = timeout
+        self.load_timeout = load_timeout
+        self.proc: Optional[subprocess.Popen] = None
+        self.conn: Optional[Connection] = None
+        self.info: dict = {}
+        self.restarts = 0
+        self._log = tempfile.TemporaryFile(mode="w+b")
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self) -> dict:
+        parent_sock, child_sock = socket.socketpair()
+        fd = child_sock.fileno()
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kcontract.check.worker", str(fd)],
+            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            env=env, start_new_session=True)
+        child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        status, payload = self._request(("load", {"kernel": self.kernel, "framework": self.framework,
+                                                  "device": self.device, "cwd": os.getcwd()}),
+                                        self.load_timeout)
+        if status != "ok":
+            msg = payload.get("message") or payload.get("error") or status
+            self.close()
+            raise KernelLoadError(f"cannot load kernel {self.kernel}: {payload.get('type', '')}"
+                                  f"{': ' if payload.get('type') else ''}{msg}")
+        self.info = payload
+        return payload
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        self._log.close()
+
+    def output_tail(self, n: int = 2000) -> str:
+        try:
+            self._log.seek(0, os.SEEK_END)
+            size = self._log.tell()
+            self._log.seek(max(0, size - n))
+            return self._log.read().decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    # -- calls ----------------------------------------------------------------------
+    def _request(self, msg, timeout: float):
+        try:
+            self.conn.send(msg)
+        except (OSError, BrokenPipeError) as exc:
+            return "crashed", {"error": f"worker gone before the call ({exc})"}
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", {"error": f"{timeout:g} s"}
+            try:
+                if self.conn.poll(min(left, 0.5)):
+                    return self.conn.recv()
+            except (EOFError, OSError):
+                return "crashed", {"error": self._death()}
+            if self.proc.poll() is not None:
+                return "crashed", {"error": self._death()}
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "worker stopped answering"
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"worker exited with status {code}"
+
+    def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
+             timeout: Optional[float] = None) -> CallResult:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.start()
+            self.restarts += 1
+        nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
+        status, payload = self._request(("call", {"args": list(args), "kwargs": kwargs or {},
+                                                  "poison": poison, "poison_bytes": nbytes}),
+                                        timeout or self.timeout)
+        res = CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),
+                         flags=list(payload.get("flags", [])), error=payload.get("message")
+                         or payload.get("error", ""), error_type=payload.get("type", ""),
+                         seconds=payload.get("seconds", 0.0))
+        if status in ("crashed", "timeout") or any(
+                f.startswith(("state:", "patched:")) for f in res.flags):
+            # never reuse a process the kernel has broken or tampered with
+            self.close()
+        return res
+
+
+class InProcessKernel:
+    """Same interface as :class:`KernelProcess`, no isolation (debugging only)."""
+
+    def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
+                 timeout: float = DEFAULT_TIMEOUT, **_: Any):
+        from .worker import Worker
+        self.kernel, self.framework, self.device = kernel, framework, device
+        self.worker = Worker()
+        self.info: dict = {}
+        self.restarts = 0
+
+    def start(self) -> dict:
+        try:
+            self.info = self.worker.load({"kernel": self.kernel, "framework": self.framework,
+                                          "device": self.device, "cwd": os.getcwd()})
+        except Exception as exc:
+            raise KernelLoadError(f"cannot load kernel {self.kernel}: {type(exc).__name__}: {exc}")
+        return self.info
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def output_tail(self, n: int = 2000) -> str:
+        return ""
+
+    def call(self, args, kwargs=None, *, poison=True, timeout=None) -> CallResult:
+        try:
+            status, payload = self.worker.call({"args": list(args), "kwargs": kwargs or {},
+                                                "poison": poison})
+        except Exception as exc:
+            return CallResult(status="raised", error=str(exc), error_type=type(exc).__name__)
+        return CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),
+                          flags=list(payload.get("flags", [])), error_type=payload.get("type", ""),
+                          seconds=payload.get("seconds", 0.0))

@@ -1,0 +1,139 @@
+"""``kcontract check``: run a kernel against the suite (or a contract file)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..claims import parse_declarations
+from ..errors import UsageError
+from . import EXIT_FAIL, EXIT_OK, main
+from .render import print_run
+
+
+def _progress(console: Console, total: int):
+    return Progress(TextColumn("[bold]checking[/bold] {task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+def run_check(kernel, *, op, dtype, framework, device, classes, declared, seed, in_process,
+              timeout, contracts=None, console=None):
+    """The check with a progress bar; returns the RunResult."""
+    from ..check.runner import check, select_contracts
+    console = console or Console(stderr=True)
+    chosen = select_contracts(op, dtype, framework, classes, contracts)
+    with _progress(console, len(chosen)) as bar:
+        task = bar.add_task("", total=max(len(chosen), 1))
+
+        def tick(cid, step):
+            if step == 0:
+                bar.advance(task)
+            bar.update(task, description=cid)
+        return check(kernel, op=op, dtype=dtype, framework=framework, device=device,
+                     classes=classes, declare=declared, seed=seed, in_process=in_process,
+                     timeout=timeout, contracts=contracts, progress=tick)
+
+
+def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, store=None,
+                 no_store=False, quiet=False) -> None:
+    """Terminal table, JSON, reports and the results store: everything a run writes."""
+    data = run.to_json()
+    if not quiet:
+        print_run(data, Console())
+    if json_path:
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+        with open(json_path, "w") as fh:
+            json.dump(data, fh, indent=2)
+    if html or junit or markdown:
+        try:
+            from ..report import write_reports
+        except ImportError as exc:  # pragma: no cover - report package always ships
+            raise UsageError(f"reports are unavailable: {exc}")
+        write_reports(data, html=html, junit=junit, markdown=markdown)
+    if not no_store:
+        try:
+            from ..store import StoreError, record_run
+        except ImportError:
+            return
+        try:
+            record_run(data, store)
+        except StoreError as exc:
+            click.echo(f"warning: run not recorded in the results store: {exc}", err=True)
+
+
+@main.command("check", context_settings={"show_default": True})
+@click.argument("kernel")
+@click.option("--op", help="the op the kernel implements (kcontract list shows them)")
+@click.option("--dtype", help="the kernel's dtype: float64 float32 float16 bfloat16 float8_e4m3fn float8_e5m2")
+@click.option("--framework", default="numpy", help="numpy or torch")
+@click.option("--device", default="cpu", help="torch device string (cuda, mps, xpu, ...)")
+@click.option("--contract", "classes", multiple=True, help="contract class ID or contract id (repeatable); default: all that apply")
+@click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable), e.g. accumulate=float32")
+@click.option("--seed", default=0, type=int, help="added to every contract's seeds")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run as JSON")
+@click.option("--report", "html", type=click.Path(dir_okay=False), help="write a self-contained HTML report")
+@click.option("--junit", type=click.Path(dir_okay=False), help="write JUnit XML")
+@click.option("--markdown", type=click.Path(dir_okay=False), help="write a Markdown summary")
+@click.option("--store", type=click.Path(dir_okay=False), default=None,
+              help="results database (default ~/.kcontract/results.db or $KCONTRACT_STORE)")
+@click.option("--no-store", is_flag=True, help="do not record the run")
+@click.option("--in-process", is_flag=True, help="run the kernel in this process (debugging; no isolation)")
+@click.option("--timeout", default=60.0, type=float, help="seconds allowed per kernel call")
+@click.option("-q", "--quiet", is_flag=True, help="no terminal table")
+def check_command(kernel, op, dtype, framework, device, classes, declare, seed, json_path, html,
+                  junit, markdown, store, no_store, in_process, timeout, quiet):
+    """Check KERNEL (path/to/file.py:function or package.module:function) against the
+    contracts of --op at --dtype; or check FILE.yaml, a contract file naming its kernel.
+
+    Exit 0: every contract passes. 1: a violation or kernel error. 2: usage or
+    contract-file error.
+    """
+    declared = parse_declarations(declare)
+    contracts = None
+    if kernel.endswith((".yaml", ".yml")):
+        from ..language.loader import load_check_file
+        spec = load_check_file(kernel)
+        if not spec.kernel:
+            raise UsageError(f"{kernel} names no kernel (add `kernel: path/to/file.py:function`)")
+        ops = sorted({c.op for c in spec.contracts})
+        if len(ops) != 1:
+            raise UsageError(f"{kernel}: a check file's contracts must share one op, got {ops}")
+        if op and op != ops[0]:
+            raise UsageError(f"--op {op} contradicts the contract file's op {ops[0]}")
+        op = ops[0]
+        base = os.path.dirname(os.path.abspath(kernel))
+        target = spec.kernel
+        path_part = target.rpartition(":")[0]
+        if path_part.endswith(".py") and not os.path.isabs(path_part):
+            target = os.path.join(base, path_part) + ":" + target.rpartition(":")[2]
+        kernel = target
+        dtype = dtype or spec.dtype or spec.contracts[0].scope.dtypes[0]
+        if framework == "numpy" and spec.framework:
+            framework = spec.framework
+        if device == "cpu" and spec.device:
+            device = spec.device
+        merged = {k: str(v).lower() if isinstance(v, bool) else str(v)
+                  for k, v in (spec.declare or {}).items()}
+        merged.update(declared)
+        declared = merged
+        contracts = list(spec.contracts)
+    if not op:
+        raise UsageError("--op is required (one of: " + _ops() + ")")
+    if not dtype:
+        raise UsageError("--dtype is required")
+    run = run_check(kernel, op=op, dtype=dtype, framework=framework, device=device,
+                    classes=list(classes), declared=declared, seed=seed, in_process=in_process,
+                    timeout=timeout, contracts=contracts)
+    emit_outputs(run, json_path=json_path, html=html, junit=junit, markdown=markdown,
+                 store=store, no_store=no_store, quiet=quiet)
+    sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
+
+
+def _ops() -> str:
+    from ..ops import OPS
+    return ", ".join(OPS)

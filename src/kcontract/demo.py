@@ -1,0 +1,137 @@
+"""``kcontract demo``: the three case studies and the calibration of the suite."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.rule import Rule
+from rich.text import Text
+
+
+@dataclass(frozen=True)
+class CaseStudy:
+    key: str
+    title: str
+    story: str
+    kernel: str  # relative to the examples folder
+    op: str
+    dtype: str
+    classes: tuple
+    expect: str  # "violation" | "conformant"
+    declare: dict = field(default_factory=dict)
+
+
+CASE_STUDIES = (
+    CaseStudy("coercion", "Silent precision coercion",
+              "The user declares fp32; the stack quietly computes the matmul in fp16.",
+              "precision_coercion/kernel.py:matmul_coerced_fp16", "matmul", "float32",
+              ("C-PRC-01", "C-PRC-04"), "violation"),
+    CaseStudy("coercion-honest", "Silent precision coercion (honest fp32 kernel)",
+              "The same product computed in fp32 as declared.",
+              "precision_coercion/kernel.py:matmul_fp32", "matmul", "float32",
+              ("C-PRC-01", "C-PRC-04"), "conformant"),
+    CaseStudy("hacked-shape", "Reward-hacked generated kernel: benchmark shape only",
+              "A generated kernel that is right at the benchmarked shape and wrong elsewhere.",
+              "reward_hacked/kernel.py:matmul_benchmark_shape_only", "matmul", "float32",
+              ("C-CMP-03",), "violation"),
+    CaseStudy("hacked-reuse", "Reward-hacked generated kernel: reused result",
+              "A generated kernel that returns an earlier call's result.",
+              "reward_hacked/kernel.py:matmul_reuses_result", "matmul", "float32",
+              ("C-CMP-03",), "violation"),
+    CaseStudy("oob-clamp", "Out-of-bounds silent acceptance",
+              "A gather that clamps out-of-range indices where the declared policy is to raise.",
+              "oob_acceptance/kernel.py:embedding_clamps", "embedding", "float32",
+              ("C-EXC-02",), "violation"),
+    CaseStudy("oob-clamp-declared", "Out-of-bounds: clamping, declared",
+              "The same kernel, honest about it: --declare oob=clamp.",
+              "oob_acceptance/kernel.py:embedding_clamps", "embedding", "float32",
+              ("C-EXC-02",), "conformant", {"oob": "clamp"}),
+)
+
+
+def examples_dir() -> Path:
+    for cand in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
+        if (cand / "precision_coercion").is_dir():
+            return cand
+    raise FileNotFoundError("the examples folder was not found (run from the repository root)")
+
+
+def run_case(cs: CaseStudy, base: Path, seed: int = 0):
+    from .check.runner import check
+    kernel = str(base / cs.kernel.split(":")[0]) + ":" + cs.kernel.split(":")[1]
+    return check(kernel, op=cs.op, dtype=cs.dtype, classes=list(cs.classes), declare=cs.declare,
+                 seed=seed)
+
+
+def diagnosis(run) -> str:
+    bad = [r for r in run.results if r.verdict.value in ("violation", "error")]
+    if not bad:
+        return f"conformant ({len(run.results)} contracts pass)"
+    parts = []
+    for r in bad:
+        parts.append(f"{r.contract} {r.verdict.value}: {r.message}")
+    return "; ".join(parts)
+
+
+def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] = None) -> bool:
+    console = console or Console()
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = examples_dir()
+    ok = True
+    console.print(Rule("[bold]kcontract demo: the case studies"))
+    summary = []
+    for cs in CASE_STUDIES:
+        run = run_case(cs, base)
+        data = run.to_json()
+        with open(out_dir / f"{cs.key}.json", "w") as fh:
+            json.dump(data, fh, indent=2)
+        _maybe_html(data, out_dir / f"{cs.key}.html")
+        got = "conformant" if run.verdict == "conformant" else "violation"
+        as_expected = got == cs.expect
+        ok &= as_expected
+        summary.append((cs, run, as_expected))
+        console.print(Text(cs.title, style="bold"))
+        console.print(f"  {cs.story}")
+        console.print(f"  kernel: examples/{cs.kernel}" +
+                      (f"  (declared: {', '.join(f'{k}={v}' for k, v in cs.declare.items())})"
+                       if cs.declare else ""))
+        style = "green" if as_expected else "bold red"
+        console.print(Text(f"  diagnosis: {diagnosis(run)}", style=style))
+        console.print()
+    if calibration:
+        from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
+        console.print(Rule("[bold]calibration of the normative suite"))
+        cals = run_calibration([], [], console)
+        console.print(calibration_table(cals))
+        write_calibration(cals, str(out_dir / "calibration.json"),
+                          str(out_dir / "calibration.html") if _has_reports() else None)
+        sound = sum(c.sound for c in cals)
+        console.print(f"{sound} of {len(cals)} contracts soundly calibrated")
+        ok &= sound == len(cals) and len(cals) > 0
+    console.print(Rule())
+    n_ok = sum(1 for _, _, good in summary if good)
+    console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
+    console.print(f"reports written to {out_dir}/ (one JSON and HTML per case study"
+                  + (", calibration.json/.html)" if calibration else ")"))
+    return ok
+
+
+def _has_reports() -> bool:
+    try:
+        from .report import render_calibration_html  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _maybe_html(data: dict, path: Path) -> None:
+    try:
+        from .report import write_reports
+    except ImportError:
+        return
+    write_reports(data, html=str(path))
