@@ -151,7 +151,7 @@ def ulp(x, fmt: FormatLike) -> np.ndarray:
     f = get_format(fmt)
     x = np.abs(np.asarray(x, dtype=np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log2(np.where(x > 0, x, 1.0)))
+        e = np.where(x > 0, np.floor(np.log2(np.where(x > 0, x, 1.0))), f.emin)
     e = np.maximum(e, f.emin)
     out = np.exp2(e - (f.precision - 1))
     return np.where(np.isfinite(x), out, np.nan)

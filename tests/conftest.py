@@ -1,0 +1,41 @@
+"""Shared test set-up: runs never write into the user's results store."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+KERNELS = TESTS / "kernels"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "results.db"
+    old = os.environ.get("KCONTRACT_STORE")
+    os.environ["KCONTRACT_STORE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("KCONTRACT_STORE", None)
+    else:
+        os.environ["KCONTRACT_STORE"] = old
+
+
+def kernel(file: str, fn: str) -> str:
+    """A kernel spec for a file under tests/kernels."""
+    return f"{KERNELS / file}:{fn}"
+
+
+@pytest.fixture
+def run_cli():
+    """Run the CLI in-process (click's runner) and return (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+    from kcontract.cli import main
+
+    def _run(*args):
+        runner = CliRunner()
+        res = runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+        return res.exit_code, res.stdout, res.stderr
+    return _run

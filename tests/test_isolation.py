@@ -1,0 +1,88 @@
+"""A kernel that segfaults, hangs, exits, flips FP state or monkeypatches numpy
+gets a verdict; the checker itself stays correct."""
+import numpy as np
+import pytest
+
+from kcontract.check.runner import check
+from kcontract.language.loader import load_contract_text
+
+from conftest import kernel
+
+CONTRACT = """
+id: iso-matmul
+class: C-PRC-01
+title: isolation test contract
+scope: {op: matmul, dtypes: [float32]}
+tolerance:
+  tol: gamma(K, u(accumulate)) * mag + u(dtype) * abs(ref)
+postcondition: abs(out - ref) <= tol
+oracle: fp64
+protocol: {kind: compare, families: [normal], shapes: [{M: 8, K: 16, N: 4}]}
+signature: {code: inaccurate, summary: result less accurate than declared}
+"""
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return load_contract_text(CONTRACT, "iso.yaml")[0]
+
+
+def run(contract, fn, **kw):
+    return check(kernel("misbehaving.py", fn), op="matmul", dtype="float32",
+                 contracts=[contract], timeout=kw.pop("timeout", 20), **kw)
+
+
+@pytest.mark.parametrize("fn,verdict,code", [
+    ("segfault", "error", "kernel.crashed"),
+    ("exits", "error", "kernel.crashed"),
+    ("raises", "error", "kernel.raised"),
+    ("flush_to_zero", "error", "integrity.state"),
+    ("patches_numpy", "error", "integrity.patched"),
+    ("wrong_shape", "error", "kernel.wrong-shape"),
+    ("wrong_dtype", "error", "kernel.wrong-dtype"),
+    ("returns_none", "error", "kernel.bad-output"),
+    ("mutates_input", "error", "integrity.mutated-input"),
+    ("aliases_input", "error", "integrity.aliased-output"),
+    ("plainly_wrong", "violation", "C-PRC-01.inaccurate"),
+    ("honest", "pass", None),
+])
+def test_misbehaving_kernels_get_a_verdict(contract, fn, verdict, code):
+    result = run(contract, fn).results[0]
+    assert result.verdict.value == verdict, result.message
+    if code:
+        assert result.signature["code"] == code
+
+
+def test_hang_is_a_timeout_verdict(contract):
+    result = run(contract, "hang", timeout=1.5).results[0]
+    assert result.verdict.value == "error"
+    assert result.signature["code"] == "kernel.timeout"
+
+
+def test_checker_stays_correct_after_tampering(contract):
+    """After a kernel flushed subnormals and patched numpy in its worker, this
+    process still has IEEE subnormals and the real numpy, and an honest kernel
+    checked next still passes while a wrong one is still caught."""
+    from kcontract.adapters.base import flush_to_zero_active
+    for fn in ("flush_to_zero", "patches_numpy", "segfault"):
+        run(contract, fn)
+    assert not flush_to_zero_active()
+    assert not np.allclose(0.0, 1.0)
+    assert np.abs(np.array([-2.0]))[0] == 2.0
+    assert run(contract, "honest").results[0].verdict.value == "pass"
+    assert run(contract, "plainly_wrong").results[0].verdict.value == "violation"
+
+
+def test_in_process_mode_runs_the_kernel_here(contract):
+    result = run(contract, "honest", in_process=True).results[0]
+    assert result.verdict.value == "pass"
+
+
+def test_unloadable_kernel_is_an_error_verdict(contract, tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("raise ImportError('no such library')\n")
+    res = check(f"{bad}:fn", op="matmul", dtype="float32", contracts=[contract]).results[0]
+    assert res.verdict.value == "error" and "no such library" in res.message
+    res = check(kernel("misbehaving.py", "nope"), op="matmul", dtype="float32",
+                contracts=[contract]).results[0]
+    assert res.verdict.value == "error" and "nope" in res.message
