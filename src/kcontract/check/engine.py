@@ -127,6 +127,9 @@ class Context:
         self.tol_range = [np.inf, -np.inf]
         self.max_cases = max_cases
         self.kernel_info = getattr(kernel, "info", {}) or {}
+        #: seconds spent in the kernel (as timed inside the worker), the call round
+        #: trip (transfer + worker), and the oracle; the rest is the checker's own
+        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
 
     # -- parameters -----------------------------------------------------------------
     @property
@@ -148,7 +151,7 @@ class Context:
         return [self.op.full_shape(s) for s in shapes]
 
     def kwargs(self) -> dict:
-        kw = dict(self.op.kwargs)
+        kw = self.op.call_kwargs(self.dtype)
         kw.update(self.param("kwargs", {}) or {})
         return kw
 
@@ -183,7 +186,10 @@ class Context:
         args = [inputs[name] for name in self.op.inputs]
         kw = self.kwargs() if kwargs is None else kwargs
         kw = self._accepted(kw)
+        t0 = time.perf_counter()
         res = self.kernel.call(args, kw)
+        self.timings["call"] += time.perf_counter() - t0
+        self.timings["kernel"] += float(res.seconds or 0.0)
         self.cases += 1
         self.progress()
         return res
@@ -230,9 +236,12 @@ class Context:
 
     # -- oracle and comparison ---------------------------------------------------------
     def reference(self, inputs: Mapping[str, np.ndarray], kwargs: Optional[dict] = None):
+        t0 = time.perf_counter()
         x = upcast(inputs)
         kw = self.kwargs() if kwargs is None else kwargs
-        return self.op.oracle(x, **kw), x
+        ref = self.op.oracle(x, **kw)
+        self.timings["oracle"] += time.perf_counter() - t0
+        return ref, x
 
     def env(self, x: Mapping[str, np.ndarray], out: np.ndarray, ref: np.ndarray,
             shape: Mapping[str, int], extra: Optional[Mapping[str, Any]] = None,

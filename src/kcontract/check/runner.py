@@ -96,17 +96,19 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
             repro = reproduce_command(kernel, op, fmt.name, framework, device, c.cls, seed, declared)
             tick = (lambda cid=c.id: progress(cid, 1)) if progress else None
             run.results.append(_run_one(c, op_obj, fmt, claims, handle, framework, device, seed,
-                                        repro, tick))
+                                        repro, tick, run.timings))
             if progress:
                 progress(c.id, 0)
     finally:
         if own_handle:
             handle.close()
     run.seconds = time.perf_counter() - t_start
+    run.timings["total"] = run.seconds
     return run
 
 
-def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, repro, tick):
+def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, repro, tick,
+             timings):
     t0 = time.perf_counter()
     if fmt.name not in contract.scope.dtypes:
         return ContractResult(contract=contract.cls, id=contract.id, verdict=Status.SKIPPED,
@@ -123,7 +125,7 @@ def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, rep
                   seed=seed, reproduce=repro, progress=tick)
     spec = protocols()[contract.protocol.kind]
     try:
-        res = spec.run(ctx)
+        res = _protocol_run(spec, ctx, timings)
     except KernelFailure as fail:
         v = Violation(contract_id=contract.id, contract_class=contract.cls, case=fail.case,
                       code=fail.code, message=fail.message, reproduce=repro)
@@ -142,6 +144,14 @@ def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, rep
     if res.seconds == 0.0:
         res = _with_seconds(res, time.perf_counter() - t0)
     return res
+
+
+def _protocol_run(spec, ctx, timings):
+    try:
+        return spec.run(ctx)
+    finally:
+        for k, v in ctx.timings.items():
+            timings[k] = timings.get(k, 0.0) + v
 
 
 def _with_seconds(res: ContractResult, seconds: float) -> ContractResult:

@@ -105,6 +105,8 @@ class RunResult:
     kernel_hash: str = ""
     suite_version: str = ""
     seconds: float = 0.0
+    #: where the time went: kernel, call (round trips incl. kernel), oracle, total
+    timings: dict = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -126,6 +128,7 @@ class RunResult:
             "device": self.device, "claims": jsonable(dict(self.claims)),
             "environment": jsonable(dict(self.environment)),
             "suite_version": self.suite_version, "seconds": round(self.seconds, 3),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "verdict": self.verdict, "results": [r.to_json() for r in self.results],
         }
 

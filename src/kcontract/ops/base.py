@@ -43,6 +43,11 @@ class Op:
     def output_shape(self, s: Shape) -> tuple:
         raise NotImplementedError
 
+    def call_kwargs(self, dtype: Format) -> dict:
+        """Keyword arguments a kernel of this op is called with at ``dtype``
+        (passed only when the kernel's signature accepts them)."""
+        return dict(self.kwargs)
+
     def solve_shape(self, x: Mapping[str, np.ndarray]) -> dict[str, int]:
         """The shape symbols of concrete inputs (each symbol read off its first use)."""
         sizes = {sym: 1000 + i for i, sym in enumerate(self.symbols)}

@@ -34,6 +34,10 @@ class Gelu(Elementwise):
 
 
 class Cast(Elementwise):
+    def call_kwargs(self, dtype):
+        # the target format, for kernels whose signature takes ``dtype=``
+        return {"dtype": dtype.name}
+
     def input_format(self, name, dtype):
         return np.float32
 

@@ -1,0 +1,61 @@
+"""Wall time of ``kcontract check`` on a numpy float32 matmul kernel with every
+applicable contract, and where the time goes: the kernel, the oracle, the
+worker round trips, and the checker's own overhead (input generation, tolerance
+evaluation, detectors, process start).
+
+Target: under 10 s on a 2-core CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+
+KERNEL = textwrap.dedent('''
+    import numpy as np
+    def matmul(a, b):
+        return np.matmul(a, b)
+''')
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    from kcontract.check.runner import check
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.py")
+        with open(path, "w") as fh:
+            fh.write(KERNEL)
+        walls, runs = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            run = check(f"{path}:matmul", op="matmul", dtype="float32")
+            walls.append(time.perf_counter() - t0)
+            runs.append(run)
+    run = runs[walls.index(statistics.median(walls))] if len(walls) % 2 else runs[-1]
+    wall = statistics.median(walls)
+    t = run.timings
+    kernel, call, oracle = t.get("kernel", 0.0), t.get("call", 0.0), t.get("oracle", 0.0)
+    transfer = max(call - kernel, 0.0)
+    own = max(wall - call - oracle, 0.0)
+    print(f"kcontract check, numpy float32 matmul, {len(run.results)} contracts "
+          f"({sum(r.cases for r in run.results)} kernel calls), verdict {run.verdict}")
+    print(f"  wall time (median of {args.repeat}): {wall:6.2f} s   target < 10 s: "
+          f"{'met' if wall < 10 else 'NOT met'}")
+    for name, val in (("kernel", kernel), ("worker round trips (transfer, checks)", transfer),
+                      ("oracle (float64)", oracle), ("checker's own (inputs, tolerances, "
+                                                     "detectors, process start)", own)):
+        print(f"  {name:58s} {val:6.2f} s  {100 * val / wall:5.1f} %")
+    print("  per contract:")
+    for r in run.results:
+        print(f"    {r.contract:9s} {r.id:22s} {r.verdict.value:9s} {r.seconds:6.2f} s  {r.cases} calls")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
