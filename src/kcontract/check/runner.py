@@ -56,7 +56,7 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
           seed: int = 0, in_process: bool = False, timeout: float = 60.0,
           contracts: Optional[Iterable[Contract]] = None,
           progress: Optional[Callable[[str, int], None]] = None,
-          handle=None) -> RunResult:
+          handle=None, reproduce_prefix: Optional[str] = None) -> RunResult:
     """Check ``kernel`` (``file.py:function`` or ``module:function``) against the
     contracts of ``op`` at ``dtype``.  Never raises for a kernel's misbehaviour:
     that is a verdict.  Raises :class:`UsageError` / :class:`ContractError` for
@@ -93,7 +93,11 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
     run.kernel_hash = info.get("source_sha256", "")
     try:
         for c in chosen:
-            repro = reproduce_command(kernel, op, fmt.name, framework, device, c.cls, seed, declared)
+            if reproduce_prefix:
+                repro = f"{reproduce_prefix} --contract {c.id}" + (f" --seed {seed}" if seed else "")
+            else:
+                repro = reproduce_command(kernel, op, fmt.name, framework, device, c.cls, seed,
+                                          declared)
             tick = (lambda cid=c.id: progress(cid, 1)) if progress else None
             run.results.append(_run_one(c, op_obj, fmt, claims, handle, framework, device, seed,
                                         repro, tick, run.timings))

@@ -22,7 +22,7 @@ def _progress(console: Console, total: int):
 
 
 def run_check(kernel, *, op, dtype, framework, device, classes, declared, seed, in_process,
-              timeout, contracts=None, console=None):
+              timeout, contracts=None, console=None, reproduce_prefix=None):
     """The check with a progress bar; returns the RunResult."""
     from ..check.runner import check, select_contracts
     console = console or Console(stderr=True)
@@ -36,7 +36,8 @@ def run_check(kernel, *, op, dtype, framework, device, classes, declared, seed, 
             bar.update(task, description=cid)
         return check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                      classes=classes, declare=declared, seed=seed, in_process=in_process,
-                     timeout=timeout, contracts=contracts, progress=tick)
+                     timeout=timeout, contracts=contracts, progress=tick,
+                     reproduce_prefix=reproduce_prefix)
 
 
 def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, store=None,
@@ -95,7 +96,9 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     """
     declared = parse_declarations(declare)
     contracts = None
+    prefix = None
     if kernel.endswith((".yaml", ".yml")):
+        kernel_file = kernel
         from ..language.loader import load_check_file
         spec = load_check_file(kernel)
         if not spec.kernel:
@@ -122,13 +125,14 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
         merged.update(declared)
         declared = merged
         contracts = list(spec.contracts)
+        prefix = f"kcontract check {kernel_file}"
     if not op:
         raise UsageError("--op is required (one of: " + _ops() + ")")
     if not dtype:
         raise UsageError("--dtype is required")
     run = run_check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                     classes=list(classes), declared=declared, seed=seed, in_process=in_process,
-                    timeout=timeout, contracts=contracts)
+                    timeout=timeout, contracts=contracts, reproduce_prefix=prefix)
     emit_outputs(run, json_path=json_path, html=html, junit=junit, markdown=markdown,
                  store=store, no_store=no_store, quiet=quiet)
     sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
