@@ -106,7 +106,8 @@ class Calibration:
                           for c in self.cells]}
 
 
-def calibrate_contract(contract: Contract, *, seed: int = 0) -> Calibration:
+def calibrate_contract(contract: Contract, *, seed: int = 0,
+                       pool: Optional["WorkerPool"] = None) -> Calibration:
     t0 = time.perf_counter()
     modname = kernel_module_name(contract.id)
     try:
@@ -123,16 +124,22 @@ def calibrate_contract(contract: Contract, *, seed: int = 0) -> Calibration:
             break
         cell = Cell(role)
         spec = f"{modname}:{role}"
+        own = pool is None
+        pool = pool or WorkerPool()
         try:
-            with KernelProcess(spec, framework=framework, timeout=60) as handle:
-                cell.basic, cell.basic_note = basic_functional_test(handle, contract.op, dtype,
-                                                                    seed=seed)
-                run = check(spec, op=contract.op, dtype=dtype, framework=framework,
-                            declare=declare, seed=seed, contracts=[contract], handle=handle)
+            handle = pool.get(spec, framework)
+            cell.basic, cell.basic_note = basic_functional_test(handle, contract.op, dtype,
+                                                                seed=seed)
+            handle.reload(spec)  # the contract sees a kernel with no earlier calls
+            run = check(spec, op=contract.op, dtype=dtype, framework=framework,
+                        declare=declare, seed=seed, contracts=[contract], handle=handle)
         except KernelLoadError as exc:
             cell.verdict, cell.message = "error", str(exc)
             cal.cells.append(cell)
             continue
+        finally:
+            if own:
+                pool.close()
         res = run.results[0] if run.results else None
         if res is not None:
             cell.verdict = res.verdict.value
@@ -141,6 +148,28 @@ def calibrate_contract(contract: Contract, *, seed: int = 0) -> Calibration:
         cal.cells.append(cell)
     cal.seconds = time.perf_counter() - t0
     return cal
+
+
+class WorkerPool:
+    """One reusable worker per framework for calibration's trusted kernels."""
+
+    def __init__(self):
+        self.handles: dict[str, KernelProcess] = {}
+
+    def get(self, spec: str, framework: str) -> KernelProcess:
+        h = self.handles.get(framework)
+        if h is None:
+            h = KernelProcess(spec, framework=framework, timeout=60)
+            h.start()
+            self.handles[framework] = h
+        else:
+            h.reload(spec)
+        return h
+
+    def close(self) -> None:
+        for h in self.handles.values():
+            h.close()
+        self.handles.clear()
 
 
 def calibrate(classes: Optional[Sequence[str]] = None, ops: Optional[Sequence[str]] = None, *,
@@ -154,13 +183,17 @@ def calibrate(classes: Optional[Sequence[str]] = None, ops: Optional[Sequence[st
     for o in ops or ():
         get_op(o)
     out = []
-    for contract in load_suite():
-        if classes and contract.cls not in classes:
-            continue
-        if ops and contract.op not in ops:
-            continue
-        cal = calibrate_contract(contract, seed=seed)
-        out.append(cal)
-        if progress:
-            progress(cal)
+    pool = WorkerPool()
+    try:
+        for contract in load_suite():
+            if classes and contract.cls not in classes:
+                continue
+            if ops and contract.op not in ops:
+                continue
+            cal = calibrate_contract(contract, seed=seed, pool=pool)
+            out.append(cal)
+            if progress:
+                progress(cal)
+    finally:
+        pool.close()
     return out

@@ -43,6 +43,10 @@ INTEGRITY_MESSAGES = {
     "patched": "the kernel monkeypatched {}",
     "mutated-input": "the kernel modified its input #{}",
     "aliased-output": "the kernel's output aliases its input #{}",
+    "introspect": "the kernel inspected what it was not given ({}: stack frames, the garbage "
+                  "collector's objects or a tracer)",
+    "strides": "the kernel's output has overlapping or broadcast strides {} (elements share "
+               "memory: a constant or partly computed output)",
 }
 
 

@@ -56,9 +56,15 @@ class KernelLoadError(Exception):
 
 
 class KernelProcess:
+    #: the module run as the worker (``python -m MODULE FD``)
+    worker_module = "kcontract.check.worker"
+
     def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
-                 timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0):
+                 timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0,
+                 paths: Optional[list] = None):
         self.kernel = kernel
+        #: extra import roots the worker puts first on sys.path (a test module's root)
+        self.paths = list(paths or [])
         self.framework = framework
         self.device = device
         self.timeout = timeout
@@ -75,15 +81,17 @@ class KernelProcess:
         fd = child_sock.fileno()
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # glibc fills every block it hands out with junk: a numpy output the kernel
+        # allocates but never writes holds garbage, not zeros or an earlier result
+        from .worker import MALLOC_PERTURB
+        env.setdefault("MALLOC_PERTURB_", MALLOC_PERTURB)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kcontract.check.worker", str(fd)],
+            [sys.executable, "-m", self.worker_module, str(fd)],
             pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             env=env, start_new_session=True)
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
-        status, payload = self._request(("load", {"kernel": self.kernel, "framework": self.framework,
-                                                  "device": self.device, "cwd": os.getcwd()}),
-                                        self.load_timeout)
+        status, payload = self._request(("load", self.load_payload()), self.load_timeout)
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
             self.close()
@@ -91,6 +99,28 @@ class KernelProcess:
                                   f"{': ' if payload.get('type') else ''}{msg}")
         self.info = payload
         return payload
+
+    def reload(self, kernel: str) -> dict:
+        """Load another kernel into the running worker (a fresh one if it has died):
+        saves the process start when many trusted kernels are checked in a row
+        (calibration).  The worker is still replaced after any crash or tampering."""
+        self.kernel = kernel
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            return self.start()
+        status, payload = self._request(("load", self.load_payload()), self.load_timeout)
+        if status != "ok":
+            msg = payload.get("message") or payload.get("error") or status
+            self.close()
+            raise KernelLoadError(f"cannot load kernel {kernel}: {payload.get('type', '')}"
+                                  f"{': ' if payload.get('type') else ''}{msg}")
+        self.info = payload
+        return payload
+
+    def load_payload(self) -> dict:
+        return {"kernel": self.kernel, "framework": self.framework, "device": self.device,
+                "cwd": os.getcwd(), "paths": self.paths, "fill_uninitialized": True,
+                "introspection": True}
 
     def close(self) -> None:
         if self.conn is not None:
@@ -171,7 +201,7 @@ class KernelProcess:
                          or payload.get("error", ""), error_type=payload.get("type", ""),
                          seconds=payload.get("seconds", 0.0))
         if status in ("crashed", "timeout") or any(
-                f.startswith(("state:", "patched:")) for f in res.flags):
+                f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()
         return res
@@ -181,9 +211,10 @@ class InProcessKernel:
     """Same interface as :class:`KernelProcess`, no isolation (debugging only)."""
 
     def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
-                 timeout: float = DEFAULT_TIMEOUT, **_: Any):
+                 timeout: float = DEFAULT_TIMEOUT, paths: Optional[list] = None, **_: Any):
         from .worker import Worker
         self.kernel, self.framework, self.device = kernel, framework, device
+        self.paths = list(paths or [])
         self.worker = Worker()
         self.info: dict = {}
         self.restarts = 0
@@ -191,7 +222,8 @@ class InProcessKernel:
     def start(self) -> dict:
         try:
             self.info = self.worker.load({"kernel": self.kernel, "framework": self.framework,
-                                          "device": self.device, "cwd": os.getcwd()})
+                                          "device": self.device, "cwd": os.getcwd(),
+                                          "paths": self.paths})
         except Exception as exc:
             raise KernelLoadError(f"cannot load kernel {self.kernel}: {type(exc).__name__}: {exc}")
         return self.info

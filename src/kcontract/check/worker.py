@@ -22,6 +22,25 @@ import numpy as np
 #: numpy functions a gaming kernel might patch to fool a checker
 WATCHED_NUMPY = ("allclose", "isclose", "array_equal", "asarray", "array", "matmul", "sum",
                  "abs", "max", "testing", "isfinite", "isnan", "where", "all", "any")
+#: torch functions likewise (watched only when torch is loaded before the kernel)
+WATCHED_TORCH = ("allclose", "isclose", "equal", "testing.assert_close", "isfinite", "isnan",
+                 "matmul", "abs", "max", "all", "any", "Tensor.__eq__", "Tensor.allclose",
+                 "Tensor.__sub__", "Tensor.abs")
+#: torch process-wide switches a kernel could flip (besides what the adapter watches)
+TORCH_SWITCHES = ("backends.cuda.matmul.allow_tf32",
+                  "backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+                  "backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+                  "backends.cudnn.allow_tf32", "backends.cudnn.deterministic",
+                  "backends.cudnn.benchmark", "backends.mkldnn.enabled")
+#: audit events that show a kernel looking at frames or objects it was never given
+INTROSPECTION_EVENTS = {"sys._getframe": "frames", "sys._current_frames": "frames",
+                        "sys.settrace": "tracing", "sys.setprofile": "tracing",
+                        "gc.get_objects": "gc", "gc.get_referrers": "gc",
+                        "gc.get_referents": "gc"}
+FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+#: fill byte for memory glibc hands out (MALLOC_PERTURB_ = 0x80 fills with 0x7f bytes:
+#: about 3.4e38 as float32/bfloat16, NaN as float16, 1.4e306 as float64)
+MALLOC_PERTURB = "128"
 
 
 def resolve_kernel(spec: str):
@@ -71,8 +90,98 @@ def kernel_identity(fn, module) -> dict:
             "source_sha256": digest, "accepts": accepts, "var_kw": var_kw, "configs": configs}
 
 
+def _identity(obj) -> tuple:
+    """Identity of a function: the object and, for Python functions, its code
+    (``f.__code__ = ...`` patches a function without changing its id)."""
+    return id(obj), id(getattr(obj, "__code__", None))
+
+
+def _lookup(root, dotted: str):
+    obj = root
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
 def _snapshot_numpy():
-    return {name: id(getattr(np, name, None)) for name in WATCHED_NUMPY}
+    snap = {f"numpy.{name}": _identity(getattr(np, name, None)) for name in WATCHED_NUMPY}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        snap.update({f"torch.{name}": _identity(_lookup(torch, name)) for name in WATCHED_TORCH})
+    return snap
+
+
+def _torch_switches() -> dict:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    out = {}
+    for name in TORCH_SWITCHES:
+        try:
+            out[f"torch.{name}"] = bool(_lookup(torch, name))
+        except Exception:  # pragma: no cover - a torch without this switch
+            pass
+    return out
+
+
+def _restore_torch_switches(state: dict) -> None:
+    torch = sys.modules.get("torch")
+    for key, value in state.items():
+        if not key.startswith("torch.backends.") or torch is None:
+            continue
+        owner, _, attr = key[len("torch."):].rpartition(".")
+        try:
+            setattr(_lookup(torch, owner), attr, value)
+        except Exception:  # pragma: no cover
+            pass
+
+
+def overlapping(shape, strides, unit: int) -> bool:
+    """True if two elements of an array with these strides share memory (a
+    broadcast ``expand`` output, zero strides, ``as_strided`` tricks): a
+    sufficient test that never flags a dense or permuted layout."""
+    extent = unit
+    dims = sorted((abs(int(s)), int(n)) for n, s in zip(shape, strides) if int(n) > 1)
+    for stride, n in dims:
+        if stride < extent:
+            return True
+        extent += (n - 1) * stride
+    return False
+
+
+class Introspection:
+    """An audit hook: records a kernel's own code reading stack frames, walking
+    the garbage collector's object lists or installing a tracer during a call.
+    Calls made by libraries on the kernel's behalf (warnings, logging, torch)
+    are not the kernel's and are not recorded."""
+
+    SKIP = ("inspect.py", "traceback.py")
+
+    def __init__(self):
+        self.files: set = set()
+        self.active = False
+        self.seen: set = set()
+        self._busy = False
+
+    def __call__(self, event, args):
+        if not self.active or self._busy:
+            return
+        kind = INTROSPECTION_EVENTS.get(event)
+        if kind is None:
+            if event != "object.__getattr__" or len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
+                return
+            kind = "frames"
+        self._busy = True
+        try:
+            f = sys._getframe(1)
+            while f is not None and os.path.basename(f.f_code.co_filename) in self.SKIP:
+                f = f.f_back
+            if f is not None and os.path.realpath(f.f_code.co_filename) in self.files:
+                self.seen.add(kind)
+        except Exception:  # pragma: no cover - never break the kernel's call
+            pass
+        finally:
+            self._busy = False
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -88,42 +197,100 @@ class Worker:
         self.device = "cpu"
         self.base_state = None
         self.numpy_ids = _snapshot_numpy()
+        self.introspection = None
 
     def load(self, payload):
         from ..adapters import get_adapter
         sys.path.insert(0, payload.get("cwd") or os.getcwd())
+        for extra in reversed(payload.get("paths") or []):
+            sys.path.insert(0, extra)
         self.adapter = get_adapter(payload["framework"])
         self.device = payload.get("device") or "cpu"
+        if payload["framework"] == "torch" and self.device == "cpu" and payload.get(
+                "fill_uninitialized"):
+            # torch.empty & co. return NaN-filled (integers: max) memory, whatever the
+            # allocator reuses: an output the kernel never writes cannot look right
+            import torch
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            import torch.utils.deterministic
+            torch.utils.deterministic.fill_uninitialized_memory = True
+        # state before the kernel's module runs: switches flipped at import time count too
+        self.base_state = self._state()
+        self.numpy_ids = _snapshot_numpy()
         self.fn, module = resolve_kernel(payload["kernel"])
-        self.base_state = self.adapter.state()
+        if payload.get("introspection"):
+            self._watch(module)
         return kernel_identity(self.fn, module)
+
+    def _state(self) -> dict:
+        st = dict(self.adapter.state())
+        st.update(_torch_switches())
+        return st
+
+    def _watch(self, module) -> None:
+        files = set()
+        for src in (getattr(module, "__file__", None),
+                    getattr(getattr(self.fn, "__code__", None), "co_filename", None)):
+            if src:
+                files.add(os.path.realpath(src))
+        if self.introspection is None:
+            self.introspection = Introspection()
+            sys.addaudithook(self.introspection)
+        self.introspection.files = files
 
     def call(self, payload):
         ad = self.adapter
         arrays = payload["args"]
         kwargs = payload.get("kwargs") or {}
         natives = [ad.to_native(a, self.device) for a in arrays]
+        out, seconds, flags = self.invoke(natives, kwargs, payload)
+        return self.inspect(out, arrays, natives, flags, seconds)
+
+    def invoke(self, natives: list, kwargs: dict, payload: dict, fn=None):
+        """Call the kernel on fresh native inputs; returns (output, seconds, flags)
+        with the flags for process-wide tampering (state, patches, introspection)."""
+        ad = self.adapter
+        fn = fn or self.fn
         if payload.get("poison"):
             ad.poison(payload.get("poison_bytes", 1 << 20))
+            self._poison_device(payload.get("poison_bytes", 1 << 20))
         ad.synchronize(self.device)
-        t0 = time.perf_counter()
-        out = self.fn(*natives, **kwargs)
-        ad.synchronize(self.device)
-        seconds = time.perf_counter() - t0
+        spy = self.introspection
+        if spy is not None:
+            spy.seen = set()
+            spy.active = True
+        try:
+            t0 = time.perf_counter()
+            out = fn(*natives, **kwargs)
+            ad.synchronize(self.device)
+            seconds = time.perf_counter() - t0
+        finally:
+            if spy is not None:
+                spy.active = False
         flags = []
-        # process-wide state the kernel may have flipped
-        after = ad.state()
+        # process-wide state the kernel may have flipped (now, or when it was imported)
+        after = self._state()
         for key, before in self.base_state.items():
             if after.get(key) != before:
                 flags.append(f"state:{key}")
         if flags:
             ad.restore(self.base_state)
+            _restore_torch_switches(self.base_state)
         now = _snapshot_numpy()
-        patched = [k for k, v in now.items() if v != self.numpy_ids[k]]
+        patched = [k for k, v in now.items() if k in self.numpy_ids and v != self.numpy_ids[k]]
         if patched:
-            flags.append("patched:numpy." + ",".join(patched))
-        # inputs must be unchanged
+            flags.append("patched:" + ",".join(patched))
+        if spy is not None and spy.seen:
+            flags.append("introspect:" + ",".join(sorted(spy.seen)))
+        return out, seconds, flags
+
+    def inspect(self, out, arrays: list, natives: list, flags: list, seconds: float):
+        """Inputs unchanged, output an array that aliases no input and whose
+        elements do not share memory; the reply to send back."""
+        ad = self.adapter
         for i, (orig, nat) in enumerate(zip(arrays, natives)):
+            if not isinstance(orig, np.ndarray):
+                continue  # a plain Python argument (a size, a flag) cannot be written to
             back, _ = ad.to_numpy(nat) if ad.is_array(nat) else (None, None)
             if back is None or not _same_bits(np.asarray(back), np.asarray(orig)):
                 flags.append(f"mutated-input:{i}")
@@ -131,10 +298,23 @@ class Worker:
             out = out[0]
         if not ad.is_array(out):
             return "bad-output", {"type": type(out).__name__, "flags": flags, "seconds": seconds}
-        for i in ad.shares_memory(out, natives):
+        for i in ad.shares_memory(out, [n for n in natives]):
             flags.append(f"aliased-output:{i}")
         arr, meta = ad.to_numpy(out)
+        unit = arr.itemsize if ad.name == "numpy" else 1
+        if overlapping(meta.get("shape", arr.shape), meta.get("strides", ()), unit):
+            flags.append(f"strides:{tuple(meta.get('strides', ()))}")
         return "ok", {"out": arr, "meta": meta, "flags": flags, "seconds": seconds}
+
+    def _poison_device(self, nbytes: int) -> None:
+        """The adapter poisons host memory; on an accelerator, leave NaN-filled
+        blocks in the framework's caching allocator too."""
+        if self.adapter.name != "torch" or self.device in ("cpu", "", None):
+            return
+        import torch
+        n = max(1, nbytes // 4)
+        junk = [torch.full((n,), float("nan"), device=self.device) for _ in range(2)]
+        del junk
 
 
 def serve(fd: int) -> None:

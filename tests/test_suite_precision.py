@@ -1,0 +1,306 @@
+"""The precision family (C-PRC-01..04): calibration, fingerprint, signatures, case study."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from kcontract.check.calibrate import calibrate_contract
+from kcontract.check.runner import check
+from kcontract.classes.fingerprint import (estimate_bits, fingerprint_attention, fingerprint_matmul,
+                                           fingerprint_sum, identify_rounding, predict_single,
+                                           recipe_text, round_mode)
+from kcontract.formats import round_to
+from kcontract.language.loader import load_contracts
+from kcontract.suite import CONTRACTS_DIR
+from kcontract.suite.kernels import prc_recipes as R
+
+ROOT = Path(__file__).resolve().parents[1]
+PRC_IDS = sorted(p.stem for p in CONTRACTS_DIR.glob("prc*.yaml"))
+RECIPES_MOD = "kcontract.suite.kernels.prc_recipes"
+
+
+def contract(cid: str):
+    return load_contracts(str(CONTRACTS_DIR / f"{cid}.yaml"))[0]
+
+
+def run_one(cid: str, kernel: str, dtype: str = "float32", **kw):
+    """Check one PRC contract in-process (fast) and return its result."""
+    c = contract(cid)
+    run = check(kernel, op=c.op, dtype=dtype, contracts=[c], in_process=True, **kw)
+    assert len(run.results) == 1
+    return run.results[0]
+
+
+def test_the_family_is_complete():
+    expected = {"prc01-matmul", "prc01-sum", "prc01-attention", "prc01-layernorm",
+                "prc01-linear_gelu", "prc02-softmax", "prc02-layernorm", "prc02-attention",
+                "prc03-matmul", "prc03-sum", "prc03-gelu", "prc03-cast",
+                "prc04-matmul", "prc04-attention", "prc04-cast"}
+    assert set(PRC_IDS) == expected
+    for cid in PRC_IDS:
+        c = contract(cid)
+        assert c.id == cid and c.cls == f"C-PRC-0{cid[4]}"
+        assert c.signature.detector, f"{cid} names no detector"
+        assert "deriv" in c.description.lower() or "tolerance" in c.description.lower()
+
+
+# -- three-state calibration ---------------------------------------------------------------
+
+@pytest.mark.parametrize("cid", PRC_IDS)
+def test_calibration_is_sound(cid):
+    c = contract(cid)
+    cal = calibrate_contract(c)
+    cells = {cell.role: cell for cell in cal.cells}
+    detail = "; ".join(f"{r}: basic={x.basic} ({x.basic_note}) verdict={x.verdict} {x.message}"
+                       for r, x in cells.items())
+    assert cal.sound, f"{cid} calibration unsound: {cal.error} {detail}"
+    assert cells["bad"].code == f"{c.cls}.{c.signature.code}"
+    assert cal.seconds < 15, f"{cid} calibration took {cal.seconds:.1f}s"
+
+
+# -- the precision fingerprint ---------------------------------------------------------------
+
+SIX = [
+    ("matmul_fp32_fp32", "float32", "float32", "fp32 operands, fp32 accumulation"),
+    ("matmul_tf32_fp32", "tfloat32", "float32", "operands rounded to tf32, fp32 accumulation"),
+    ("matmul_bf16_fp32", "bfloat16", "float32", "operands rounded to bf16, fp32 accumulation"),
+    ("matmul_fp16_fp32", "float16", "float32", "operands rounded to fp16, fp32 accumulation"),
+    ("matmul_fp32_fp16acc", "float32", "float16", "fp32 operands, fp16 accumulation"),
+    ("matmul_fp32_bf16acc", "float32", "bfloat16", "fp32 operands, bf16 accumulation"),
+]
+
+
+@pytest.mark.parametrize("name,operand,acc,text", SIX, ids=[s[0] for s in SIX])
+def test_fingerprint_names_each_recipe_exactly(name, operand, acc, text):
+    fp = fingerprint_matmul(getattr(R, name))
+    assert (fp.operand_format, fp.accumulator_format) == (operand, acc)
+    assert fp.recipe == text == recipe_text(operand, acc)
+    assert fp.confidence == 1.0
+    # only recipes that are indistinguishable on every probe may tie
+    assert fp.equivalent == []
+    bits = fp.accumulator_bits
+    lo, hi = {"float32": (20, 30), "float16": (9.5, 13), "bfloat16": (6, 10)}[acc]
+    assert lo <= bits <= hi, f"{name}: estimated {bits} accumulator bits"
+    assert fp.integer_sum_exact is (acc == "float32")
+
+
+@pytest.mark.parametrize("name,acc", [("matmul_fp32_fp16acc_pairwise", "float16"),
+                                      ("matmul_fp32_bf16acc_blocked", "bfloat16"),
+                                      ("matmul_fp16_fp32_float64", "float32")])
+def test_fingerprint_does_not_depend_on_the_summation_order(name, acc):
+    fp = fingerprint_matmul(getattr(R, name))
+    assert fp.accumulator_format == acc
+    assert fp.confidence == 1.0
+
+
+def test_recipe_predictions_are_order_free_and_distinct():
+    from kcontract.classes.fingerprint import candidate_recipes, single_product_probe
+    a, b, names = single_product_probe()
+    preds = {r: predict_single(a, b, *r) for r in candidate_recipes("float32")}
+    six = [(o, c) for _, o, c, _ in SIX]
+    for i, r1 in enumerate(six):
+        for r2 in six[i + 1:]:
+            differ = ~((preds[r1] == preds[r2]) | (np.isnan(preds[r1]) & np.isnan(preds[r2])))
+            assert differ.sum() >= 3, f"{r1} and {r2} differ on only {differ.sum()} probes"
+
+
+def test_honest_fp32_matmul_is_not_flagged():
+    spec = f"{RECIPES_MOD}:matmul_fp32_fp32"
+    for cid in ("prc01-matmul", "prc04-matmul", "prc03-matmul"):
+        assert run_one(cid, spec).verdict.value == "pass"
+
+
+@pytest.mark.parametrize("name,operand,acc,text", SIX[1:], ids=[s[0] for s in SIX[1:]])
+def test_contracts_report_the_recipe(name, operand, acc, text):
+    spec = f"{RECIPES_MOD}:{name}"
+    cid = "prc04-matmul" if acc == "float32" else "prc01-matmul"
+    res = run_one(cid, spec)
+    assert res.verdict.value == "violation"
+    sig = res.signature
+    assert sig["recipe"] == text
+    assert (sig["operand_format"], sig["accumulator_format"]) == (operand, acc)
+    want = f"operands rounded to {text.split()[3].rstrip(',')}" if acc == "float32" else \
+        f"accumulates like {text.split(', ')[1].split()[0]}"
+    assert want in res.message
+
+
+def test_sum_fingerprint():
+    from kcontract.suite.kernels import prc01_sum
+    assert fingerprint_sum(prc01_sum.good).accumulator_format == "float32"
+    fp = fingerprint_sum(prc01_sum.bad)  # fp32 blocks, fp16 workspace
+    assert fp.accumulator_format == "float16" and fp.integer_sum_exact is False
+
+    def seq_bf16(x):
+        acc = np.zeros(x.shape[:-1], dtype=ml_dtypes.bfloat16)
+        for k in range(x.shape[-1]):
+            acc = (acc.astype(np.float32) + x[..., k]).astype(ml_dtypes.bfloat16)
+        return acc.astype(np.float32)
+    fp = fingerprint_sum(seq_bf16)
+    assert fp.accumulator_format == "bfloat16" and 6 <= fp.accumulator_bits <= 10
+
+
+def test_attention_fingerprint_sees_the_pv_stage():
+    from kcontract.suite.kernels import prc01_attention, prc04_attention
+    good = fingerprint_attention(prc01_attention.good)
+    assert (good.operand_format, good.accumulator_format) == ("float32", "float32")
+    bad = fingerprint_attention(prc01_attention.bad)
+    assert bad.accumulator_format == "float16"
+    sub = fingerprint_attention(prc04_attention.bad)
+    assert (sub.operand_format, sub.accumulator_format) == ("bfloat16", "float32")
+
+
+def test_linear_gelu_fingerprint():
+    res = run_one("prc01-linear_gelu", "kcontract.suite.kernels.prc01_linear_gelu:bad")
+    assert res.verdict.value == "violation"
+    assert res.signature["accumulator_format"] == "float16"
+
+
+def test_bits_estimate_from_error_growth():
+    rng = np.random.default_rng(1)
+    samples = []
+    for K in (64, 256, 1024):
+        x = rng.standard_normal((16, K))
+        acc = np.zeros(16)
+        for k in range(K):
+            acc = round_to(acc + x[:, k], "float16")
+        samples.append((K, x, acc, x.sum(axis=1)))
+    est = estimate_bits(samples)
+    assert est.model == "sequential" and 9.5 <= est.bits <= 13
+
+
+# -- C-PRC-02 signatures -------------------------------------------------------------------------
+
+def test_prc02_layernorm_names_the_one_pass_variance():
+    res = run_one("prc02-layernorm", "kcontract.suite.kernels.prc02_layernorm:bad")
+    sig = res.signature
+    assert sig["failing_families"] == ["offset"]
+    assert set(sig["passing_families"]) == {"normal", "large"}
+    assert "E[x²]−E[x]²" in sig["suspected_formulation"]
+    assert "fails on family 'offset'" in res.message and "while 'normal'" in res.message
+    # the clamped variant stays finite: the kappa^2 growth is what gives it away
+    res = run_one("prc02-layernorm", f"{RECIPES_MOD}:layernorm_one_pass_clamped")
+    assert res.verdict.value == "violation"
+    assert "E[x²]−E[x]²" in res.signature["suspected_formulation"]
+    assert res.signature["kappa_exponent"] > 1.5
+
+
+@pytest.mark.parametrize("cid", ["prc02-softmax", "prc02-attention"])
+def test_prc02_exp_without_max_subtraction(cid):
+    mod = "kcontract.suite.kernels." + cid.replace("-", "_")
+    res = run_one(cid, f"{mod}:bad")
+    sig = res.signature
+    assert "logits" in sig["failing_families"] and "normal" in sig["passing_families"]
+    assert "exp without max subtraction" in sig["suspected_formulation"]
+    assert sig["nonfinite_outputs"] > 0
+
+
+# -- C-PRC-03 signatures -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cid,kernel,where", [
+    ("prc03-matmul", "kcontract.suite.kernels.prc03_matmul:bad", "inputs"),
+    ("prc03-matmul", f"{RECIPES_MOD}:matmul_ftz_outputs", "outputs"),
+    ("prc03-matmul", f"{RECIPES_MOD}:matmul_daz_ftz", "inputs and outputs"),
+    ("prc03-sum", "kcontract.suite.kernels.prc03_sum:bad", "outputs"),
+    ("prc03-sum", f"{RECIPES_MOD}:sum_daz", "inputs"),
+    ("prc03-gelu", "kcontract.suite.kernels.prc03_gelu:bad", "outputs"),
+])
+def test_prc03_says_where_subnormals_were_flushed(cid, kernel, where):
+    res = run_one(cid, kernel)
+    assert res.verdict.value == "violation"
+    assert res.signature["flushed"] == where
+    if "outputs" in where:
+        assert "subnormal outputs flushed to zero" in res.message
+        assert res.signature["flushed_outputs"] > 0
+    if "inputs" in where:
+        assert "subnormal inputs treated as zero" in res.message
+        assert res.signature["normal_results_zeroed"] > 0
+
+
+def test_prc03_cast_flush_and_declared_flush():
+    res = run_one("prc03-cast", "kcontract.suite.kernels.prc03_cast:bad", dtype="float16")
+    assert res.signature["flushed"] == "outputs"
+    res = run_one("prc03-cast", "kcontract.suite.kernels.prc03_cast:bad", dtype="float16",
+                  declare={"subnormals": "flush"})
+    assert res.verdict.value == "skipped"
+
+
+# -- C-PRC-04 cast: rounding mode ------------------------------------------------------------------
+
+def test_round_mode_emulation_matches_native_rne():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(4000) * 1e3, rng.standard_normal(1000) * 1e-6,
+                        [65519.0, 65520.0, 1e6, -1e6, 2.0 ** -25, 3 * 2.0 ** -26]])
+    x = x.astype(np.float32).astype(np.float64)
+    for fmt in ("float16", "bfloat16"):
+        np.testing.assert_array_equal(round_mode(x, fmt, "rne"), round_to(x, fmt))
+    trunc = (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    np.testing.assert_array_equal(round_mode(x, "bfloat16", "rtz"),
+                                  trunc.view(ml_dtypes.bfloat16).astype(np.float64))
+
+
+@pytest.mark.parametrize("kernel,dtype,mode", [
+    ("kcontract.suite.kernels.prc04_cast:bad", "bfloat16", "rtz"),
+    ("kcontract.suite.kernels.prc04_cast:bad", "float16", "rtz"),
+    (f"{RECIPES_MOD}:cast_bf16_round_half_away", "bfloat16", "rna"),
+])
+def test_prc04_cast_names_the_rounding_mode(kernel, dtype, mode):
+    res = run_one("prc04-cast", kernel, dtype=dtype)
+    assert res.verdict.value == "violation"
+    assert res.signature["rounding_mode"] == mode
+    assert res.signature["rounding_matches"][mode] == 1.0
+
+
+def test_identify_rounding_on_exact_values_is_uninformative_but_safe():
+    x = np.array([1.0, 2.0, 0.5])
+    info = identify_rounding(x, x, "bfloat16")
+    assert info["rounding_mode"] == "rne"
+
+
+# -- the case study: silent precision coercion --------------------------------------------------
+
+EXAMPLE = ROOT / "examples" / "precision_coercion"
+
+
+def test_case_study_coerced_matmul_is_diagnosed(run_cli, tmp_path):
+    out = tmp_path / "run.json"
+    code, stdout, _ = run_cli("check", f"{EXAMPLE / 'kernel.py'}:matmul_coerced_fp16",
+                              "--op", "matmul", "--dtype", "float32",
+                              "--contract", "C-PRC-01", "--contract", "C-PRC-04",
+                              "--json", str(out), "--no-store")
+    assert code != 0
+    data = json.loads(out.read_text())
+    by_class = {r["contract"]: r for r in data["results"]}
+    for cls in ("C-PRC-01", "C-PRC-04"):
+        r = by_class[cls]
+        assert r["verdict"] == "violation"
+        assert r["signature"]["operand_format"] == "float16"
+        assert r["signature"]["accumulator_format"] == "float32"
+        assert r["signature"]["recipe"] == "operands rounded to fp16, fp32 accumulation"
+    assert "fp16" in stdout
+
+
+def test_case_study_honest_matmul_passes(run_cli):
+    code, stdout, _ = run_cli("check", f"{EXAMPLE / 'kernel.py'}:matmul_fp32",
+                              "--op", "matmul", "--dtype", "float32",
+                              "--contract", "C-PRC-01", "--contract", "C-PRC-03",
+                              "--contract", "C-PRC-04", "--no-store")
+    assert code == 0, stdout
+
+
+def test_derived_tolerances_hold_for_honest_16bit_kernels():
+    """fp16/bf16 kernels with fp32 accumulation (the declared default) conform."""
+    def mm(a, b):
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    mod = types.ModuleType("kc_prc_honest16")
+    mod.mm = mm
+    sys.modules["kc_prc_honest16"] = mod
+    for dt in ("float16", "bfloat16"):
+        for cid in ("prc01-matmul", "prc04-matmul", "prc03-matmul"):
+            res = run_one(cid, "kc_prc_honest16:mm", dtype=dt)
+            assert res.verdict.value == "pass", (cid, dt, res.message)
