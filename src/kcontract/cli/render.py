@@ -107,6 +107,12 @@ def print_run(run: Mapping[str, Any], console: Console | None = None) -> None:
     for r in run["results"]:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    if run["results"] and all(r["verdict"] == "skipped" for r in run["results"]):
+        console.print(Text("note: every contract was skipped (out of scope for this dtype or "
+                           "claims): nothing was checked", style="bold yellow"))
+    elif not run["results"]:
+        console.print(Text("note: no contract of the suite applies: nothing was checked",
+                           style="bold yellow"))
     console.print()
     console.print(Text(f"verdict: {run['verdict']} ({summary}) in {run.get('seconds', 0):.1f}s",
                        style=STYLE.get(run["verdict"], "bold red")))

@@ -1,0 +1,426 @@
+"""Array back ends for the Freivalds check.
+
+:class:`NumpyOps` always works; :class:`TorchOps` is used for torch tensors and
+imports torch only when such a tensor is seen (``kcontract.freivalds`` never
+imports torch at module import time).  Both expose the same small set of
+operations; every O(n) result is handed back as a host float64 numpy array.
+
+Operands in float16 / bfloat16 / float8 are widened to float32 chunk by chunk
+(a chunk stays in cache), so the check runs in higher precision than the
+operands without materialising a widened copy of a whole matrix.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Iterable
+
+import ml_dtypes
+import numpy as np
+
+#: Elements per widened chunk (1 MiB of float32).
+CHUNK_ELEMS = 1 << 18
+#: Elements per float64 chunk of B in the stage-2 recomputation (8 MiB).
+EXACT_CHUNK_ELEMS = 1 << 20
+
+NUMPY_FORMATS = {
+    "float64": np.dtype(np.float64),
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+}
+_NP_NAMES = {v: k for k, v in NUMPY_FORMATS.items()}
+
+
+def is_torch_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def ops_for(*arrays):
+    """The back end for the given arrays (all numpy or all torch on one device)."""
+    kinds = {is_torch_tensor(a) for a in arrays}
+    if len(kinds) != 1:
+        return None
+    if kinds.pop():
+        return TorchOps(arrays[0].device)
+    return NUMPY_OPS
+
+
+def sub_index(idx: tuple, shape: tuple) -> tuple:
+    """The index into an operand with batch ``shape`` that numpy broadcasting
+    pairs with the full batch index ``idx`` (shapes right-aligned, size-1 dims
+    broadcast)."""
+    off = len(idx) - len(shape)
+    return tuple(0 if n == 1 else idx[off + k] for k, n in enumerate(shape))
+
+
+def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
+    step = max(1, step)
+    for s in range(0, n, step):
+        yield s, min(n, s + step)
+
+
+class NumpyOps:
+    name = "numpy"
+    device = "cpu"
+
+    # -- facts ---------------------------------------------------------------
+    @staticmethod
+    def format_name(x) -> str | None:
+        return _NP_NAMES.get(np.dtype(x.dtype))
+
+    @staticmethod
+    def dtype_str(x) -> str:
+        return str(np.dtype(x.dtype))
+
+    @staticmethod
+    def shape(x) -> tuple:
+        return tuple(x.shape)
+
+    @staticmethod
+    def compute_dtype(fmt_name: str):
+        return np.float64 if fmt_name == "float64" else np.float32
+
+    # -- O(n) helpers ----------------------------------------------------------
+    def from_host(self, v: np.ndarray, dtype):
+        return np.ascontiguousarray(v, dtype=dtype)
+
+    @staticmethod
+    def to_host64(x) -> np.ndarray:
+        return np.asarray(x, dtype=np.float64)
+
+    @staticmethod
+    def sync() -> None:
+        return None
+
+    @contextlib.contextmanager
+    def exact_mode(self):
+        yield
+
+    # -- passes over a matrix ----------------------------------------------------
+    def matvec(self, X, v, cdtype):
+        """X (..., M, K) times v (K,) or (..., K) -> (..., M) in ``cdtype``.
+        ``v`` is already in ``cdtype``; X is widened chunk by chunk if needed."""
+        if X.dtype == cdtype:
+            if X.ndim == 2 and v.ndim == 1:
+                return X @ v
+            return np.matmul(X, v[..., None])[..., 0]
+        M, K = X.shape[-2:]
+        full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
+        out = np.empty(full + (M,), dtype=cdtype)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        for idx in np.ndindex(*full):
+            xi = X[sub_index(idx, X.shape[:-2])]
+            vi = v[sub_index(idx, v.shape[:-1])]
+            o = out[idx]
+            for s, e in _chunks(M, rows):
+                np.dot(xi[s:e].astype(cdtype), vi, out=o[s:e])
+        return out
+
+    def matmat(self, X, V, cdtype):
+        """X (..., M, K) times V (K, G) or (..., K, G) -> (..., M, G) in ``cdtype``."""
+        if X.dtype == cdtype:
+            return np.matmul(X, V)
+        M, K = X.shape[-2:]
+        full = np.broadcast_shapes(X.shape[:-2], V.shape[:-2])
+        out = np.empty(full + (M, V.shape[-1]), dtype=cdtype)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        for idx in np.ndindex(*full):
+            xi = X[sub_index(idx, X.shape[:-2])]
+            vi = V[sub_index(idx, V.shape[:-2])]
+            o = out[idx]
+            for s, e in _chunks(M, rows):
+                np.matmul(xi[s:e].astype(cdtype), vi, out=o[s:e])
+        return out
+
+    def vecmat(self, s, X, cdtype):
+        """s (M,) times X (..., M, N) -> (..., N)."""
+        if X.dtype == cdtype:
+            return np.matmul(s, X)
+        batch = X.shape[:-2]
+        M, N = X.shape[-2:]
+        out = np.zeros(batch + (N,), dtype=cdtype)
+        rows = max(1, CHUNK_ELEMS // max(N, 1))
+        for idx in np.ndindex(*batch):
+            xi = X[idx]
+            o = out[idx]
+            for a, b in _chunks(M, rows):
+                o += s[a:b] @ xi[a:b].astype(cdtype)
+        return out
+
+    @staticmethod
+    def row_norms(X, rows) -> np.ndarray:
+        """Euclidean norms of rows ``rows`` of every matrix of X: (batch..., r)."""
+        sub = np.asarray(X[..., rows, :], dtype=np.float64)
+        return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub))
+
+    @staticmethod
+    def col_norms(X, cols) -> np.ndarray:
+        """Euclidean norms of columns ``cols`` of every matrix of X: (batch..., c)."""
+        sub = np.asarray(X[..., :, cols], dtype=np.float64)
+        return np.sqrt(np.einsum("...ij,...ij->...j", sub, sub))
+
+    @staticmethod
+    def rows_contiguous(X) -> bool:
+        return X.strides[-1] == X.itemsize
+
+    # -- diagnosis (slow path) -----------------------------------------------------
+    @staticmethod
+    def all_finite(X) -> bool:
+        if X.size == 0:
+            return True
+        if X.dtype in (np.float64, np.float32, np.float16):
+            return bool(np.isfinite(X).all())
+        rows = max(1, CHUNK_ELEMS // max(X.shape[-1], 1))
+        flat = X.reshape(-1, X.shape[-1])
+        return all(bool(np.isfinite(flat[s:e].astype(np.float32)).all())
+                   for s, e in _chunks(flat.shape[0], rows))
+
+    @staticmethod
+    def nonfinite_positions(X, limit: int = 10) -> list[tuple]:
+        bad = ~np.isfinite(np.asarray(X, dtype=np.float64) if X.dtype not in
+                           (np.float64, np.float32, np.float16) else X)
+        pos = np.argwhere(bad)[:limit]
+        return [tuple(int(v) for v in p) for p in pos]
+
+    @staticmethod
+    def take(X, index: tuple) -> np.ndarray:
+        """X[index] (a row or element) as host float64."""
+        return np.asarray(X[index], dtype=np.float64)
+
+    def exact_rows(self, A, B, pairs):
+        """Float64 recomputation of rows.  ``pairs``: list of (a_index, b_index, i)
+        where a_index / b_index index the batch dimensions of A / B.  Returns
+        (cstar, abssum) of shape (R, N): sum_k a_ik b_kj and sum_k |a_ik b_kj|."""
+        N = B.shape[-1]
+        K = B.shape[-2]
+        R = len(pairs)
+        cstar = np.zeros((R, N))
+        abssum = np.zeros((R, N))
+        groups: dict[tuple, list[int]] = {}
+        for r, (ai, bi, i) in enumerate(pairs):
+            groups.setdefault(bi, []).append(r)
+        kc = max(1, EXACT_CHUNK_ELEMS // max(N, 1))
+        for bi, rs in groups.items():
+            Bi = B[bi]
+            Ar = np.stack([np.asarray(A[pairs[r][0]][pairs[r][2]], dtype=np.float64) for r in rs])
+            Aa = np.abs(Ar)
+            P = np.zeros((len(rs), N))
+            Q = np.zeros((len(rs), N))
+            for s, e in _chunks(K, kc):
+                Bc = np.asarray(Bi[s:e], dtype=np.float64)
+                P += Ar[:, s:e] @ Bc
+                Q += Aa[:, s:e] @ np.abs(Bc)
+            cstar[rs] = P
+            abssum[rs] = Q
+        return cstar, abssum
+
+    def exact_elements(self, A, B, quads):
+        """Float64 recomputation of single elements: quads (a_index, b_index, i, j)."""
+        out = np.zeros(len(quads))
+        outa = np.zeros(len(quads))
+        for t, (ai, bi, i, j) in enumerate(quads):
+            a = np.asarray(A[ai][i], dtype=np.float64)
+            b = np.asarray(B[bi][:, j], dtype=np.float64)
+            out[t] = a @ b
+            outa[t] = np.abs(a) @ np.abs(b)
+        return out, outa
+
+    def set_elements(self, C, quads_values, inplace: bool):
+        D = C if inplace else C.copy()
+        for (ci, i, j), v in quads_values:
+            D[ci + (i, j)] = v
+        return D
+
+
+NUMPY_OPS = NumpyOps()
+
+
+class TorchOps(NumpyOps):
+    """The same operations with torch on the tensors' device."""
+
+    name = "torch"
+
+    def __init__(self, device):
+        import torch  # lazy: only when a tensor was passed
+
+        self.torch = torch
+        self.device = device
+        self._map = {
+            torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+            torch.bfloat16: "bfloat16",
+        }
+        for name in ("float8_e4m3fn", "float8_e5m2"):
+            if hasattr(torch, name):
+                self._map[getattr(torch, name)] = name
+
+    def format_name(self, x) -> str | None:
+        return self._map.get(x.dtype)
+
+    @staticmethod
+    def dtype_str(x) -> str:
+        return str(x.dtype).replace("torch.", "")
+
+    def compute_dtype(self, fmt_name: str):
+        return self.torch.float64 if fmt_name == "float64" else self.torch.float32
+
+    def from_host(self, v, dtype):
+        torch = self.torch
+        npdt = np.float64 if dtype == torch.float64 else np.float32
+        t = torch.from_numpy(np.ascontiguousarray(v, dtype=npdt))
+        return t if self.device.type == "cpu" else t.to(self.device, non_blocking=False)
+
+    def to_host64(self, x) -> np.ndarray:
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if x.dtype in (self.torch.float32, self.torch.float64):
+            return np.asarray(x.numpy(), dtype=np.float64)
+        return x.double().numpy()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    @contextlib.contextmanager
+    def exact_mode(self):
+        """No autograd, and no TF32 / reduced-precision reductions on CUDA."""
+        torch = self.torch
+        with torch.no_grad():
+            if self.device.type != "cuda":
+                yield
+                return
+            m = torch.backends.cuda.matmul
+            saved = (m.allow_tf32, getattr(m, "allow_fp16_reduced_precision_reduction", None),
+                     getattr(m, "allow_bf16_reduced_precision_reduction", None))
+            m.allow_tf32 = False
+            try:
+                yield
+            finally:
+                m.allow_tf32 = saved[0]
+
+    def matvec(self, X, v, cdtype):
+        torch = self.torch
+        if X.dtype == cdtype:
+            if X.dim() == 2 and v.dim() == 1:
+                return torch.mv(X, v)
+            return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
+        M, K = X.shape[-2:]
+        full = tuple(torch.broadcast_shapes(tuple(X.shape[:-2]), tuple(v.shape[:-1])))
+        out = torch.empty(full + (M,), dtype=cdtype, device=X.device)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        for idx in np.ndindex(*full):
+            xi = X[sub_index(idx, tuple(X.shape[:-2]))]
+            vi = v[sub_index(idx, tuple(v.shape[:-1]))]
+            o = out[idx]
+            for s, e in _chunks(M, rows):
+                torch.mv(xi[s:e].to(cdtype), vi, out=o[s:e])
+        return out
+
+    def matmat(self, X, V, cdtype):
+        torch = self.torch
+        if X.dtype == cdtype:
+            return torch.matmul(X, V)
+        M, K = X.shape[-2:]
+        full = tuple(torch.broadcast_shapes(tuple(X.shape[:-2]), tuple(V.shape[:-2])))
+        out = torch.empty(full + (M, V.shape[-1]), dtype=cdtype, device=X.device)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        for idx in np.ndindex(*full):
+            xi = X[sub_index(idx, tuple(X.shape[:-2]))]
+            vi = V[sub_index(idx, tuple(V.shape[:-2]))]
+            o = out[idx]
+            for s, e in _chunks(M, rows):
+                torch.matmul(xi[s:e].to(cdtype), vi, out=o[s:e])
+        return out
+
+    def vecmat(self, s, X, cdtype):
+        torch = self.torch
+        if X.dtype == cdtype:
+            return torch.matmul(s, X)
+        batch = tuple(X.shape[:-2])
+        M, N = X.shape[-2:]
+        out = torch.zeros(batch + (N,), dtype=cdtype, device=X.device)
+        rows = max(1, CHUNK_ELEMS // max(N, 1))
+        for idx in np.ndindex(*batch):
+            for a, b in _chunks(M, rows):
+                out[idx] += torch.mv(X[idx][a:b].to(cdtype).T, s[a:b])
+        return out
+
+    def row_norms(self, X, rows) -> np.ndarray:
+        torch = self.torch
+        idx = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        if X.device.type != "cpu":
+            idx = idx.to(X.device)
+        sub = X.detach().index_select(X.dim() - 2, idx)
+        if sub.dtype not in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+            sub = sub.float()  # float8: no reductions
+        nrm = torch.linalg.vector_norm(sub, dim=-1, dtype=torch.float64)
+        return nrm.cpu().numpy() if nrm.device.type != "cpu" else nrm.numpy()
+
+    def col_norms(self, X, cols) -> np.ndarray:
+        return self.row_norms(X.transpose(-1, -2), cols)
+
+    @staticmethod
+    def rows_contiguous(X) -> bool:
+        return X.stride(-1) == 1
+
+    def all_finite(self, X) -> bool:
+        torch = self.torch
+        if X.numel() == 0:
+            return True
+        if X.dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+            return bool(torch.isfinite(X).all())
+        return bool(torch.isfinite(X.float()).all())
+
+    def nonfinite_positions(self, X, limit: int = 10) -> list[tuple]:
+        torch = self.torch
+        bad = ~torch.isfinite(X.float() if X.dtype not in (torch.float64, torch.float32) else X)
+        pos = torch.nonzero(bad)[:limit].cpu().numpy()
+        return [tuple(int(v) for v in p) for p in pos]
+
+    def take(self, X, index: tuple) -> np.ndarray:
+        return X[index].detach().to("cpu").double().numpy()
+
+    def exact_rows(self, A, B, pairs):
+        torch = self.torch
+        N = B.shape[-1]
+        K = B.shape[-2]
+        R = len(pairs)
+        cstar = np.zeros((R, N))
+        abssum = np.zeros((R, N))
+        groups: dict[tuple, list[int]] = {}
+        for r, (ai, bi, i) in enumerate(pairs):
+            groups.setdefault(bi, []).append(r)
+        kc = max(1, EXACT_CHUNK_ELEMS // max(N, 1))
+        for bi, rs in groups.items():
+            Bi = B[bi]
+            Ar = torch.stack([A[pairs[r][0]][pairs[r][2]].double() for r in rs])
+            Aa = Ar.abs()
+            P = torch.zeros((len(rs), N), dtype=torch.float64, device=A.device)
+            Q = torch.zeros_like(P)
+            for s, e in _chunks(K, kc):
+                Bc = Bi[s:e].double()
+                P += Ar[:, s:e] @ Bc
+                Q += Aa[:, s:e] @ Bc.abs()
+            cstar[rs] = P.cpu().numpy()
+            abssum[rs] = Q.cpu().numpy()
+        return cstar, abssum
+
+    def exact_elements(self, A, B, quads):
+        out = np.zeros(len(quads))
+        outa = np.zeros(len(quads))
+        for t, (ai, bi, i, j) in enumerate(quads):
+            a = A[ai][i].double()
+            b = B[bi][:, j].double()
+            out[t] = float(a @ b)
+            outa[t] = float(a.abs() @ b.abs())
+        return out, outa
+
+    def set_elements(self, C, quads_values, inplace: bool):
+        D = C if inplace else C.clone()
+        for (ci, i, j), v in quads_values:
+            D[ci + (i, j)] = v
+        return D

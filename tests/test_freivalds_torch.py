@@ -1,0 +1,267 @@
+"""Tests of kcontract.freivalds with torch: tensors, the guard, and the
+verify-matmul file function (``.npy`` and ``.pt``)."""
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from kcontract.errors import UsageError  # noqa: E402
+from kcontract.freivalds import (ProductCheckError, guard, verify,  # noqa: E402
+                                 verify_matmul_files)
+from kcontract.freivalds._guard import ProductCheckWarning  # noqa: E402
+
+
+def t(shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+# ---------------------------------------------------------------------------
+# verify on tensors
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_tensor_honest_and_corrupted(dtype):
+    A, B = t((96, 64), 1, dtype), t((64, 80), 2, dtype)
+    C = A @ B
+    res = verify(A, B, C)
+    assert res.passed and res.backend == "torch", res.message
+    C2 = C.clone()
+    C2[10, 11] += 0.25 * C.abs().max()
+    res = verify(A, B, C2, repair=True)
+    assert not res.passed and res.suspect_elements == [(10, 11)]
+    assert isinstance(res.repaired, torch.Tensor) and res.repaired.dtype == dtype
+    assert verify(A, B, res.repaired).passed
+
+
+def test_tensor_fp8_operands():
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("no float8 in this torch")
+    A, B = t((64, 32), 3).to(torch.float8_e4m3fn), t((32, 48), 4).to(torch.float8_e4m3fn)
+    C = A.float() @ B.float()
+    assert verify(A, B, C).passed
+    C[0, 0] += 1.0
+    assert verify(A, B, C).suspect_elements == [(0, 0)]
+
+
+def test_tensor_batched_bmm():
+    A, B = t((6, 40, 30), 5), t((6, 30, 20), 6)
+    C = torch.bmm(A, B)
+    assert verify(A, B, C).passed
+    C[5, 39, 0] -= 1.0
+    assert verify(A, B, C).suspect_elements == [(5, 39, 0)]
+
+
+def test_tensor_requires_grad_and_noncontiguous():
+    A = t((50, 40), 7).requires_grad_()
+    B = t((60, 40), 8).T  # a transposed view
+    C = A @ B
+    assert verify(A, B, C).passed
+
+
+def test_tensor_nonfinite():
+    A, B = t((20, 10), 9), t((10, 5), 10)
+    C = A @ B
+    C[1, 1] = float("nan")
+    res = verify(A, B, C)
+    assert not res.passed and res.reason == "nonfinite" and res.suspect_elements == [(1, 1)]
+    A[0, 0] = float("inf")
+    with pytest.raises(UsageError, match="operand a"):
+        verify(A, B, A @ B)
+
+
+# ---------------------------------------------------------------------------
+# the guard
+# ---------------------------------------------------------------------------
+
+class Corrupt(TorchFunctionMode):
+    """Entered outside a guard: corrupts one element of every matmul result."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.matmul, torch.Tensor.matmul, torch.mm, torch.bmm,
+                    torch.nn.functional.linear) and isinstance(out, torch.Tensor):
+            out = out.clone()
+            out.view(-1)[0] += 1.0 + out.abs().max()
+        return out
+
+
+def test_guard_checks_all_matmul_forms():
+    x, W = t((32, 48), 1), t((64, 48), 2)
+    lin = torch.nn.Linear(48, 64)
+    with guard() as g:
+        x @ W.T
+        torch.matmul(x, W.T)
+        x.matmul(W.T)
+        torch.mm(x, W.T)
+        torch.bmm(x[None], W.T[None])
+        torch.nn.functional.linear(x, W)
+        lin(x)
+        torch.matmul(x[0], W.T)  # 1-D left operand
+        torch.matmul(x, W[0])  # 1-D right operand
+        torch.matmul(x[0], x[1])  # 1-D @ 1-D: a dot product
+        torch.matmul(t((3, 32, 48), 9), W.T)  # batched @ 2-D
+        x + 1  # not a matmul
+    assert g.stats.calls == 11 and g.checked == 11 and g.failed == 0
+    assert g.seconds > 0 and g.stats.skipped == 0 and g.stats.errors == 0
+
+
+def test_guard_raise_warn_log(caplog):
+    x, W = t((16, 8), 3), t((8, 12), 4)
+    with Corrupt():
+        with pytest.raises(ProductCheckError) as ei:
+            with guard(on_fail="raise"):
+                x @ W
+        assert not ei.value.result.passed
+        assert ei.value.result.suspect_elements == [(0, 0)]
+        with guard(on_fail="warn") as g:
+            with warnings.catch_warnings(record=True) as rec:
+                warnings.simplefilter("always")
+                torch.mm(x, W)
+        assert g.failed == 1 and any(issubclass(w.category, ProductCheckWarning) for w in rec)
+        with caplog.at_level(logging.ERROR, logger="kcontract.freivalds"):
+            with guard(on_fail="log") as g:
+                torch.nn.functional.linear(x, W.T)
+        assert g.failed == 1 and "failed verification" in caplog.text
+        assert g.stats.failures and g.stats.failures[0][0] == "linear"
+
+
+def test_guard_decorator_and_sampling():
+    g = guard(sample=0.0)
+
+    @g
+    def f(a, b):
+        return a @ b
+
+    f(t((4, 4)), t((4, 4)))
+    f(t((4, 4)), t((4, 4)))
+    assert g.stats.calls == 2 and g.stats.sampled_out == 2 and g.checked == 0
+    g2 = guard(sample=1.0)
+    g2(f)(t((4, 4)), t((4, 4)))
+    assert g2.checked == 1
+    with pytest.raises(UsageError):
+        guard(on_fail="explode")
+    with pytest.raises(UsageError):
+        guard(sample=2.0)
+
+
+def test_guard_weight_cache_and_invalidation():
+    lin = torch.nn.Linear(40, 30)
+    x = t((20, 40), 5)
+    with torch.no_grad(), guard() as g:
+        for _ in range(4):
+            lin(x)
+        assert g.stats.cache_hits == 3
+        lin.weight.mul_(2.0)  # in-place update: the cached vector must not be reused
+        lin(x)
+        lin(x)
+    assert g.checked == 6 and g.failed == 0 and g.stats.cache_hits == 4
+
+
+def test_guard_skips_uncheckable():
+    a = torch.arange(12).reshape(3, 4)
+    b = torch.arange(8).reshape(4, 2)
+    x = t((3, 4), 6)
+    x[0, 0] = float("nan")
+    with guard() as g:
+        a @ b  # integer matmul: not checkable
+        x @ t((4, 2), 7)  # NaN operand: no reference
+    assert g.stats.calls == 2 and g.stats.skipped == 2 and g.failed == 0
+
+
+def test_guard_inference_mode_and_autograd():
+    lin = torch.nn.Linear(16, 8)
+    x = t((5, 16), 8)
+    with torch.inference_mode(), guard() as g:
+        lin(x)
+        lin(x)
+    assert g.checked == 2 and g.failed == 0
+    with guard() as g:
+        y = lin(x.requires_grad_())
+        y.sum().backward()
+    assert g.failed == 0 and x.grad is not None
+
+
+# ---------------------------------------------------------------------------
+# verify-matmul on files
+# ---------------------------------------------------------------------------
+
+def _files(tmp_path, A, B, C, ext=".npy"):
+    paths = []
+    for name, x in (("a", A), ("b", B), ("c", C)):
+        p = tmp_path / f"{name}{ext}"
+        if ext == ".npy":
+            np.save(p, x)
+        else:
+            torch.save(x, p)
+        paths.append(str(p))
+    return paths
+
+
+def test_files_exit_codes(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 30)).astype(np.float32)
+    B = rng.standard_normal((30, 20)).astype(np.float32)
+    C = A @ B
+    a, b, c = _files(tmp_path, A, B, C)
+    assert verify_matmul_files(a, b, c, rounds=1, seed=1, accumulate=None, as_json=False) == 0
+    assert "VERIFIED" in capsys.readouterr().out
+    C[3, 4] += 1
+    np.save(c, C)
+    assert verify_matmul_files(a, b, c, rounds=1, seed=1, accumulate=None, as_json=False) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "3,4" in out
+    assert verify_matmul_files(a, b, c, rounds=2, seed=1, accumulate="float32", as_json=True) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["exit_code"] == 1 and d["suspects"][0]["index"] == [3, 4] and d["rounds"] == 2
+    # bad input -> 2
+    np.save(tmp_path / "bad.npy", np.zeros((7, 7), np.float32))
+    assert verify_matmul_files(a, str(tmp_path / "bad.npy"), c, rounds=1, seed=None,
+                               accumulate=None, as_json=False) == 2
+    assert "inner dimensions" in capsys.readouterr().err
+    assert verify_matmul_files(a, b, str(tmp_path / "missing.npy"), rounds=1, seed=None,
+                               accumulate=None, as_json=True) == 2
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 2
+    (tmp_path / "x.txt").write_text("1 2 3")
+    assert verify_matmul_files(a, b, str(tmp_path / "x.txt"), rounds=1, seed=None,
+                               accumulate=None, as_json=False) == 2
+    (tmp_path / "junk.npy").write_bytes(b"not an array")
+    assert verify_matmul_files(a, b, str(tmp_path / "junk.npy"), rounds=1, seed=None,
+                               accumulate=None, as_json=False) == 2
+    np.save(tmp_path / "nan.npy", np.full((40, 30), np.nan, np.float32))
+    assert verify_matmul_files(str(tmp_path / "nan.npy"), b, c, rounds=1, seed=None,
+                               accumulate=None, as_json=False) == 2
+    assert verify_matmul_files(a, b, c, rounds=0, seed=None, accumulate=None,
+                               as_json=False) == 2
+
+
+def test_files_torch_and_mixed(tmp_path, capsys):
+    A, B = t((30, 20), 1, torch.bfloat16), t((20, 10), 2, torch.bfloat16)
+    C = A @ B
+    a, b, c = _files(tmp_path, A, B, C, ext=".pt")
+    assert verify_matmul_files(a, b, c, rounds=1, seed=3, accumulate=None, as_json=False) == 0
+    # mixed .pt / .npy: converted to numpy.  C holds bfloat16 values stored as
+    # float32: declared as bfloat16 output it passes, as float32 output it fails
+    np.save(tmp_path / "c32.npy", C.float().numpy())
+    c32 = str(tmp_path / "c32.npy")
+    assert verify_matmul_files(a, b, c32, rounds=1, seed=3, accumulate=None, as_json=False,
+                               output_format="bfloat16") == 0
+    assert verify_matmul_files(a, b, c32, rounds=1, seed=3, accumulate=None, as_json=False) == 1
+    # numpy cannot store bfloat16 in .npy (it reads back as raw bytes)
+    import ml_dtypes
+    np.save(tmp_path / "raw.npy", np.ones((30, 10), ml_dtypes.bfloat16))
+    assert verify_matmul_files(a, b, str(tmp_path / "raw.npy"), rounds=1, seed=3,
+                               accumulate=None, as_json=False) == 2
+    assert "raw bytes" in capsys.readouterr().err
+    torch.save({"x": C}, tmp_path / "dict.pt")
+    assert verify_matmul_files(a, b, str(tmp_path / "dict.pt"), rounds=1, seed=3,
+                               accumulate=None, as_json=False) == 2
+    capsys.readouterr()
