@@ -90,9 +90,10 @@ def formats_command():
 
 
 def calibration_table(cals) -> Table:
-    t = Table(title="calibration matrix (basic test / contract verdict)", title_justify="left")
+    t = Table(title="calibration matrix: basic functional test (✓ passes, ✗ fails) and the "
+                    "contract's verdict", title_justify="left")
     for col in ("class", "contract", "dtype", "baseline", "bad", "good", "sound", "time"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("class", "contract", "dtype", "sound"))
     for cal in cals:
         cells = {c.role: c for c in cal.cells}
         row = []
@@ -101,8 +102,9 @@ def calibration_table(cals) -> Table:
             if c is None:
                 row.append(Text("—", style="dim"))
                 continue
-            basic = "basic ✓" if c.basic else "basic ✗"
-            row.append(Text(f"{basic} / {c.verdict or '-'}", style="green" if c.sound else "bold red"))
+            short = {"violation": "viol", "error": "err"}.get(c.verdict, c.verdict or "-")
+            row.append(Text(f"{'✓' if c.basic else '✗'} {short}",
+                            style="green" if c.sound else "bold red"))
         sound = Text("sound" if cal.sound else ("ERROR: " + cal.error if cal.error else "UNSOUND"),
                      style="bold green" if cal.sound else "bold red")
         t.add_row(cal.contract.cls, cal.contract.id, cal.dtype, *row, sound, f"{cal.seconds:.1f}s")
