@@ -1,0 +1,54 @@
+"""The registry checks itself: every contract of the suite is documented,
+explainable, calibrated, and covers the required (class, op) matrix."""
+import importlib
+from pathlib import Path
+
+import pytest
+
+from kcontract.check.calibrate import kernel_module_name
+from kcontract.classes import CLASSES
+from kcontract.suite import load_suite
+
+ROOT = Path(__file__).parents[1]
+REQUIRED = {
+    "C-PRC-01": {"matmul", "sum", "attention", "layernorm", "linear_gelu"},
+    "C-PRC-02": {"softmax", "layernorm", "attention"},
+    "C-PRC-03": {"matmul", "sum", "gelu", "cast"},
+    "C-PRC-04": {"matmul", "attention", "cast"},
+    "C-ORD-01": {"sum", "matmul"},
+    "C-ORD-02": {"matmul", "sum", "softmax", "layernorm", "attention", "embedding", "gelu",
+                 "linear_gelu", "cast"},
+    "C-ORD-03": {"matmul", "sum", "softmax", "layernorm", "attention"},
+    "C-CMP-01": {"linear_gelu", "gelu", "attention"},
+    "C-CMP-02": {"matmul", "sum"},
+    "C-CMP-03": {"matmul", "sum", "softmax", "layernorm", "attention", "embedding", "gelu",
+                 "linear_gelu", "cast"},
+    "C-EXC-01": {"matmul", "sum", "softmax", "layernorm", "gelu", "cast"},
+    "C-EXC-02": {"embedding"},
+}
+SUITE = load_suite()
+
+
+def test_twelve_classes_in_four_families():
+    assert len(CLASSES) == 12
+    assert {c.family_id for c in CLASSES.values()} == {"C-PRC", "C-ORD", "C-CMP", "C-EXC"}
+
+
+def test_coverage_matrix():
+    have = {}
+    for c in SUITE:
+        have.setdefault(c.cls, set()).add(c.op)
+    for cls, ops in REQUIRED.items():
+        assert ops <= have.get(cls, set()), (cls, ops - have.get(cls, set()))
+
+
+@pytest.mark.parametrize("contract", SUITE, ids=lambda c: c.id)
+def test_documented_explainable_calibrated(contract, run_cli):
+    readme = (ROOT / "README.md").read_text()
+    assert f"`{contract.id}`" in readme, "missing from the README's calibration matrix"
+    assert contract.description.strip(), "no description (tolerance derivation)"
+    mod = importlib.import_module(kernel_module_name(contract.id))
+    for role in ("baseline", "bad", "good"):
+        assert callable(getattr(mod, role))
+    code, out, _ = run_cli("explain", contract.id)
+    assert code == 0 and contract.postcondition.source.split()[0] in out
