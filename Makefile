@@ -11,7 +11,7 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e ".[plots]"
 	touch $@
 
 # torch is pinned to the CPU build so a fresh machine does not pull a multi-GB CUDA build.
