@@ -121,6 +121,19 @@ class Op:
         return ",".join(f"{k}={s[k]}" for k in self.symbols if k in s)
 
 
+class RowsOp(Op):
+    """An op over (R, N) inputs ``x``: rows independent, the last axis reduced or mapped."""
+
+    def input_shapes(self, s):
+        return {"x": (s["R"], s["N"])}
+
+    def output_shape(self, s):
+        return (s["R"], s["N"])
+
+    def num_rows(self, s):
+        return s["R"]
+
+
 def upcast(x: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Inputs as float64 (exact for every supported format); integer arrays stay."""
     out = {}

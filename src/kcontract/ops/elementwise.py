@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._math import gelu
-from .base import Op
+from .base import RowsOp
 from .families import get_family
 from ..formats import get_format
 
@@ -12,15 +12,7 @@ _ELEM = ({"R": 1, "N": 1}, {"R": 7, "N": 13}, {"R": 3, "N": 127}, {"R": 16, "N":
          {"R": 5, "N": 1000}, {"R": 64, "N": 33})
 
 
-class Elementwise(Op):
-    def input_shapes(self, s):
-        return {"x": (s["R"], s["N"])}
-
-    def output_shape(self, s):
-        return (s["R"], s["N"])
-
-    def num_rows(self, s):
-        return s["R"]
+Elementwise = RowsOp
 
 
 class Gelu(Elementwise):
