@@ -214,7 +214,8 @@ class Context:
                  *, out_shape: Optional[tuple] = None) -> np.ndarray:
         if not res.ok:
             code = {"raised": "kernel.raised", "crashed": "kernel.crashed",
-                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output"}[res.status]
+                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output",
+                    "tampered": "integrity.transport"}.get(res.status, f"kernel.{res.status}")
             raise KernelFailure(code, res.describe(), case)
         self.check_flags(res, case)
         want_shape = tuple(out_shape) if out_shape is not None else self._out_shape(inputs)

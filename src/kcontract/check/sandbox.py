@@ -7,7 +7,9 @@ interface and runs the kernel in this process (``--in-process``, for debugging).
 """
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -27,7 +29,7 @@ DEFAULT_TIMEOUT = 60.0
 class CallResult:
     """The outcome of one kernel call, as data (never an exception)."""
 
-    status: str  # ok | raised | crashed | timeout | bad-output
+    status: str  # ok | raised | crashed | timeout | bad-output | tampered
     out: Optional[np.ndarray] = None
     meta: dict = field(default_factory=dict)
     flags: list = field(default_factory=list)
@@ -48,7 +50,46 @@ class CallResult:
             return f"the kernel did not return within {self.error}"
         if self.status == "bad-output":
             return f"the kernel returned a {self.error_type}, not an array"
+        if self.status == "tampered":
+            return f"the kernel tampered with the channel to the checker: {self.error}"
         return "ok"
+
+
+#: the only globals a worker's reply may name: numpy arrays, dtypes and scalars (and
+#: ml_dtypes' scalar types).  Anything else in a reply (a pickle that would import
+#: and call, say, os.system in this process) is tampering.
+SAFE_GLOBALS = {
+    ("builtins", "complex"), ("builtins", "slice"), ("builtins", "range"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in SAFE_GLOBALS:
+            return super().find_class(module, name)
+        if module == "ml_dtypes" and not name.startswith("_"):
+            import ml_dtypes
+            obj = getattr(ml_dtypes, name, None)
+            if isinstance(obj, type) and issubclass(obj, np.generic):
+                return obj
+        raise pickle.UnpicklingError(f"a reply may not name {module}.{name}")
+
+
+def safe_loads(data: bytes):
+    """A worker's reply, unpickled with only plain data and numpy allowed: a kernel
+    that writes its own pickle to the channel cannot run code in the checker."""
+    try:
+        reply = _ReplyUnpickler(io.BytesIO(data)).load()
+    except Exception as exc:
+        return "tampered", {"error": f"the worker's reply is not plain data ({exc})"}
+    if not (isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[0], str)
+            and isinstance(reply[1], dict)):
+        return "tampered", {"error": "the worker's reply is not a (status, payload) pair"}
+    return reply
 
 
 class KernelLoadError(Exception):
@@ -91,6 +132,9 @@ class KernelProcess:
             env=env, start_new_session=True)
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
+        return self._load()
+
+    def _load(self) -> dict:
         status, payload = self._request(("load", self.load_payload()), self.load_timeout)
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
@@ -108,14 +152,7 @@ class KernelProcess:
         if self.proc is None or self.proc.poll() is not None:
             self.close()
             return self.start()
-        status, payload = self._request(("load", self.load_payload()), self.load_timeout)
-        if status != "ok":
-            msg = payload.get("message") or payload.get("error") or status
-            self.close()
-            raise KernelLoadError(f"cannot load kernel {kernel}: {payload.get('type', '')}"
-                                  f"{': ' if payload.get('type') else ''}{msg}")
-        self.info = payload
-        return payload
+        return self._load()
 
     def load_payload(self) -> dict:
         return {"kernel": self.kernel, "framework": self.framework, "device": self.device,
@@ -167,10 +204,11 @@ class KernelProcess:
             if left <= 0:
                 return "timeout", {"error": f"{timeout:g} s"}
             try:
-                if self.conn.poll(min(left, 0.5)):
-                    return self.conn.recv()
+                data = self.conn.recv_bytes() if self.conn.poll(min(left, 0.5)) else None
             except (EOFError, OSError):
                 return "crashed", {"error": self._death()}
+            if data is not None:
+                return safe_loads(data)
             if self.proc.poll() is not None:
                 return "crashed", {"error": self._death()}
 
@@ -200,7 +238,7 @@ class KernelProcess:
                          flags=list(payload.get("flags", [])), error=payload.get("message")
                          or payload.get("error", ""), error_type=payload.get("type", ""),
                          seconds=payload.get("seconds", 0.0))
-        if status in ("crashed", "timeout") or any(
+        if status in ("crashed", "timeout", "tampered") or any(
                 f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()

@@ -288,18 +288,21 @@ class Worker:
         """Inputs unchanged, output an array that aliases no input and whose
         elements do not share memory; the reply to send back."""
         ad = self.adapter
+        if isinstance(out, (tuple, list)) and len(out) == 1:
+            out = out[0]
+        if ad.is_array(out):
+            # an output in an input's memory first: the more specific diagnosis of an
+            # in-place kernel, which also changes that input
+            for i in ad.shares_memory(out, list(natives)):
+                flags.append(f"aliased-output:{i}")
         for i, (orig, nat) in enumerate(zip(arrays, natives)):
             if not isinstance(orig, np.ndarray):
                 continue  # a plain Python argument (a size, a flag) cannot be written to
             back, _ = ad.to_numpy(nat) if ad.is_array(nat) else (None, None)
             if back is None or not _same_bits(np.asarray(back), np.asarray(orig)):
                 flags.append(f"mutated-input:{i}")
-        if isinstance(out, (tuple, list)) and len(out) == 1:
-            out = out[0]
         if not ad.is_array(out):
             return "bad-output", {"type": type(out).__name__, "flags": flags, "seconds": seconds}
-        for i in ad.shares_memory(out, [n for n in natives]):
-            flags.append(f"aliased-output:{i}")
         arr, meta = ad.to_numpy(out)
         unit = arr.itemsize if ad.name == "numpy" else 1
         if overlapping(meta.get("shape", arr.shape), meta.get("strides", ()), unit):

@@ -1,0 +1,1134 @@
+"""KernelBench-format problems: check a candidate ``ModelNew`` against its ``Model``.
+
+A KernelBench problem file defines ``class Model(nn.Module)``, ``get_inputs()`` and
+``get_init_inputs()``; a candidate file defines ``class ModelNew`` with the same
+constructor and ``forward``.  Problems are arbitrary modules, not the suite's
+registered ops, so this module checks them on a generic path, with the contract
+classes that apply to any module:
+
+``C-PRC-01`` precision at the benchmarked shape (the problem's own inputs and the
+    signed families ``rand``, ``uniform``, ``normal``) against the float64 oracle;
+``C-PRC-02`` the same on large-offset and large-magnitude inputs (cancellation,
+    overflow): failures there while small inputs pass;
+``C-CMP-03`` shape polymorphism and freshness: the problem's module-level size
+    constants rescaled (primes, one past, tiny) where the reference accepts them,
+    repeated calls with fresh inputs back to back (cached or stale results), and
+    both run orders (the reference run first in the candidate's process, as
+    KernelBench does, against the candidate alone);
+``C-ORD-02`` run-to-run determinism (when declared; the default on the CPU);
+``C-EXC-01`` NaN and Inf injected into the inputs appear in the output exactly where
+    the float64 reference puts them.
+
+The oracle is the reference ``Model`` run in float64 here, with the weights the
+candidate gets (the reference's, rounded to the dtype).  The candidate runs in
+an isolated worker (:mod:`kcontract.kernelbench_worker`) that never holds the
+oracle; every call gets fresh inputs and is checked for tampering (see
+``docs/threat-model.md``).
+
+Tolerance (derived, never measured off the candidate), per output element i::
+
+    tol_i = max( kappa * (pgamma(n, u_acc) + s * u) * mag_i + ulp(ref_i),  2 * |r_i - ref_i| )
+
+``n`` (reduction length): the largest number of elements of one input or weight
+that an output element depends on, read off the float64 reference's Jacobian
+(autograd) at up to three output elements, on absolute-valued inputs and weights
+(so no ReLU hides a dependence); ``s`` (rounding stages): the number of operations
+in the reference's autograd graph, each of which may round its result to the
+dtype (unit roundoff ``u``), and at least 4 (a fused op of the reference, such as
+softmax, is several rounded stages in an honest unfused candidate); ``u_acc``: the declared accumulator (default float32);
+``pgamma``: Higham and Mary's probabilistic bound (failure probability 1e-9 per
+element); ``mag_i = max(|ref_i|, |ref_abs_i|, mean |ref|)`` with ``ref_abs`` the
+float64 reference on absolute-valued inputs and weights (the magnitude an inner
+product's error scales with, |a|.|b|, not its possibly cancelled value);
+``kappa = 4`` covers the conditioning of the module's nonlinear stages; ``r`` is
+the trusted reference itself run at the dtype (its own rounding error, doubled:
+no candidate is held to a stricter standard than the reference meets).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import os
+import secrets
+import sys
+import time
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import __version__
+from .check.engine import Comparison, KernelFailure, INTEGRITY_MESSAGES
+from .check.sandbox import CallResult, KernelLoadError, KernelProcess
+from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
+from .claims import make_claims
+from .errors import UsageError
+from .formats import get_format, ulp
+
+#: KernelBench's documented allclose tolerances (atol = rtol) per precision
+KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+KERNELBENCH_TRIALS = 5
+KERNELBENCH_SEED = 42
+DTYPES = ("float32", "float16", "bfloat16")
+#: the generic classes, in the order they run (C-CMP-03 last: its order step loads
+#: the reference into the candidate's process)
+MODULE_CLASSES = ("C-PRC-01", "C-PRC-02", "C-ORD-02", "C-EXC-01", "C-CMP-03")
+PRECISION_FAMILIES = ("problem", "rand", "uniform", "normal")
+DOMAIN_FAMILIES = ("offset", "large")
+SWEEP_FAMILIES = ("problem", "normal")
+FRESH_CALLS = 4
+KAPPA = 4.0
+#: the fewest rounding stages assumed: one fused op of the reference (softmax, layer
+#: norm, GELU) is several rounded stages in an honest unfused candidate
+MIN_STAGES = 4
+#: constants at least this large are sizes the sweep may rescale (smaller ones are
+#: dims, kernel sizes, strides, heads: left alone)
+MIN_SIZE = 8
+
+def _torch():
+    import torch
+    return torch
+
+
+# -- problems --------------------------------------------------------------------------
+@dataclass
+class Problem:
+    """A loaded KernelBench problem file (trusted code: it runs in this process)."""
+
+    path: str
+    name: str
+    module: types.ModuleType
+    #: module-level integer constants that ``get_inputs``/``get_init_inputs`` read and
+    #: ``Model`` does not: the sizes a shape sweep may rescale
+    constants: dict
+
+    @contextmanager
+    def sized(self, overrides: Mapping[str, int]):
+        """The module's constants temporarily replaced (the functions read them at call time)."""
+        saved = {k: getattr(self.module, k) for k in overrides}
+        try:
+            for k, v in overrides.items():
+                setattr(self.module, k, v)
+            yield self
+        finally:
+            for k, v in saved.items():
+                setattr(self.module, k, v)
+
+    def init_inputs(self, overrides: Mapping[str, int]) -> list:
+        with self.sized(overrides):
+            return list(self.module.get_init_inputs())
+
+    def raw_inputs(self, overrides: Mapping[str, int], seed: int) -> list:
+        torch = _torch()
+        with self.sized(overrides):
+            torch.manual_seed(seed)
+            return list(self.module.get_inputs())
+
+
+def _exec_file(path: str, prefix: str) -> types.ModuleType:
+    path = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise UsageError(f"no such file: {path}")
+    name = prefix + hashlib.sha1(path.encode()).hexdigest()[:10]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise UsageError(f"cannot load {path}: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _names(code) -> set:
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out |= _names(const)
+    return out
+
+
+def load_problem(path: str) -> Problem:
+    """Load a reference problem file; raises :class:`UsageError` when it is not one."""
+    module = _exec_file(path, "kcontract_kb_problem_")
+    missing = [a for a in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, a)]
+    if missing:
+        raise UsageError(f"{path} is not a KernelBench problem: it defines no "
+                         f"{', '.join(missing)}")
+    read = _names(module.get_inputs.__code__) | _names(module.get_init_inputs.__code__)
+    used_by_model = set()
+    for attr in vars(module.Model).values():
+        code = getattr(attr, "__code__", None)
+        if code is not None:
+            used_by_model |= _names(code)
+    constants = {k: v for k, v in vars(module).items()
+                 if type(v) is int and not k.startswith("_") and k in read
+                 and k not in used_by_model}
+    name = os.path.splitext(os.path.basename(path))[0]
+    if name in ("problem", "reference", "ref", "model"):
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or name
+    return Problem(path=os.path.abspath(path), name=name, module=module, constants=constants)
+
+
+def _prev_prime(n: int) -> int:
+    n = max(2, n)
+    while n > 2 and any(n % p == 0 for p in range(2, int(n ** 0.5) + 1)):
+        n -= 1
+    return n
+
+
+def shape_variants(constants: Mapping[str, int]) -> list[tuple[str, dict]]:
+    """The benchmarked shape, then rescaled ones: every size constant (>= MIN_SIZE)
+    mapped through the same function of its value, so constants that were equal
+    stay equal.  ``prime``: a prime near 0.6x (a multiple of no tile); ``plus-one``:
+    one past the benchmarked size; ``tiny``: 3 (a single partial tile)."""
+    sizes = {k: v for k, v in constants.items() if v >= MIN_SIZE}
+    out = [("basic", {})]
+    if not sizes:
+        return out
+    for label, fn in (("prime", lambda v: _prev_prime(max(3, int(round(v * 0.6))))),
+                      ("plus-one", lambda v: v + 1), ("tiny", lambda v: 3)):
+        over = {k: fn(v) for k, v in sizes.items()}
+        if over != sizes:
+            out.append((label, over))
+    return out
+
+
+# -- values and conversions ------------------------------------------------------------
+def _adapter():
+    from .adapters.torch_adapter import TorchAdapter
+    return TorchAdapter()
+
+
+def _to_plain(value):
+    """What may cross to the worker: numpy arrays and plain Python values."""
+    torch = _torch()
+    if isinstance(value, torch.Tensor):
+        arr, _ = _adapter().to_numpy(value)
+        return arr
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_plain(v) for v in value)
+    return value
+
+
+def _is_float_array(a) -> bool:
+    return isinstance(a, np.ndarray) and (a.dtype.kind == "f" or a.dtype.name in (
+        "bfloat16", "float8_e4m3fn", "float8_e5m2"))
+
+
+def _to_torch(value, dtype=None):
+    """numpy -> tensor; float arrays in ``dtype`` (a torch dtype) when given."""
+    torch = _torch()
+    if isinstance(value, np.ndarray):
+        if _is_float_array(value):
+            if dtype is not None and dtype == torch.float64:
+                return torch.from_numpy(np.asarray(value, dtype=np.float64).copy())
+            return _adapter().to_native(value, "cpu")
+        return torch.from_numpy(value.copy())
+    return value
+
+
+def _out_numpy(out) -> tuple[np.ndarray, dict]:
+    torch = _torch()
+    if isinstance(out, (tuple, list)) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the reference returned a {type(out).__name__}, not a tensor")
+    return _adapter().to_numpy(out)
+
+
+# -- the oracle for one shape -------------------------------------------------------------
+@dataclass
+class Allowance:
+    """The quantities of the derived tolerance, for one shape."""
+
+    n: int
+    stages: int
+    u: float
+    u_acc: float
+    kappa: float = KAPPA
+    method: str = "jacobian"
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "stages": self.stages, "u": self.u, "u_acc": self.u_acc,
+                "kappa": self.kappa, "n_method": self.method}
+
+
+class Oracle:
+    """The reference model at one shape: float64 (the oracle), at the dtype (its own
+    rounding error sets a floor), and on absolute values (the magnitude)."""
+
+    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int,
+                 u_acc: float):
+        torch = _torch()
+        self.problem, self.overrides, self.dtype = problem, dict(overrides), dtype
+        self.fmt = get_format(dtype)
+        self.init = problem.init_inputs(overrides)
+        with problem.sized(overrides):
+            torch.manual_seed(seed)
+            model = problem.module.Model(*self.init)
+        self.tdtype = getattr(torch, dtype)
+        self.low = model.to(dtype=self.tdtype) if isinstance(model, torch.nn.Module) else model
+        self.state = ({k: _to_plain(v) for k, v in self.low.state_dict().items()}
+                      if isinstance(self.low, torch.nn.Module) else None)
+        self.f64 = copy.deepcopy(self.low)
+        if isinstance(self.f64, torch.nn.Module):
+            self.f64 = self.f64.to(dtype=torch.float64)
+        self.absm = copy.deepcopy(self.f64)
+        if isinstance(self.absm, torch.nn.Module):
+            with torch.no_grad():
+                for p in list(self.absm.parameters()) + list(self.absm.buffers()):
+                    if p.is_floating_point():
+                        p.abs_()
+        self.allowance: Optional[Allowance] = None
+        self.out_dtype: Optional[str] = None
+
+    def reference(self, args: Sequence) -> np.ndarray:
+        torch = _torch()
+        with torch.no_grad(), self.problem.sized(self.overrides):
+            out = self.f64(*[_to_torch(a, torch.float64) for a in args])
+        return _out_numpy(out)[0]
+
+    def at_dtype(self, args: Sequence) -> np.ndarray:
+        torch = _torch()
+        with torch.no_grad(), self.problem.sized(self.overrides):
+            out = self.low(*[_to_torch(a) for a in args])
+        arr, meta = _out_numpy(out)
+        self.out_dtype = meta["dtype"]
+        return arr
+
+    def magnitude(self, args: Sequence) -> Optional[np.ndarray]:
+        torch = _torch()
+        try:
+            with torch.no_grad(), self.problem.sized(self.overrides):
+                out = self.absm(*[_abs(_to_torch(a, torch.float64)) for a in args])
+            mag = np.abs(np.asarray(_out_numpy(out)[0], dtype=np.float64))
+            return np.where(np.isfinite(mag), mag, 0.0)
+        except Exception:
+            return None
+
+    def derive(self, args: Sequence, declared_acc: float) -> Allowance:
+        """Reduction length and rounding stages from the reference's autograd graph."""
+        if self.allowance is not None:
+            return self.allowance
+        torch = _torch()
+        u = self.fmt.u
+        xs = [_abs(_to_torch(a, torch.float64)) for a in args]
+        leaves = [x.detach().requires_grad_(True) for x in xs
+                  if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        it = iter(leaves)
+        call_args = [next(it) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                     for x in xs]
+        params = ([p for p in self.absm.parameters() if p.is_floating_point()]
+                  if isinstance(self.absm, torch.nn.Module) else [])
+        try:
+            with self.problem.sized(self.overrides):
+                out = self.absm(*call_args)
+            if isinstance(out, (tuple, list)):
+                out = out[0]
+            flat = out.reshape(-1)
+            stages = _graph_size(out.grad_fn)
+            wrt = leaves + params
+            n = 1
+            picks = sorted({0, flat.numel() // 2, flat.numel() - 1})
+            for i in picks:
+                grads = torch.autograd.grad(flat[i], wrt, retain_graph=True, allow_unused=True)
+                for g in grads:
+                    if g is not None:
+                        n = max(n, int(torch.count_nonzero(g)))
+            self.allowance = Allowance(n=n, stages=max(MIN_STAGES, stages), u=u,
+                                       u_acc=declared_acc)
+        except Exception:
+            # not differentiable (integer outputs, argmax...): the longest input row
+            n = max([int(np.shape(a)[-1]) for a in args if _is_float_array(a) and np.ndim(a)]
+                    or [1])
+            self.allowance = Allowance(n=n, stages=MIN_STAGES, u=u, u_acc=declared_acc,
+                                       method="last-dimension")
+        return self.allowance
+
+    def tolerance(self, args: Sequence, ref: np.ndarray, low: Optional[np.ndarray],
+                  declared_acc: float) -> np.ndarray:
+        from .language.vocabulary import pgamma
+        a = self.derive(args, declared_acc)
+        ref = np.asarray(ref, dtype=np.float64)
+        finite = np.isfinite(ref)
+        mag = np.abs(np.where(finite, ref, 0.0))
+        absmag = self.magnitude(args)
+        if absmag is not None and absmag.shape == mag.shape:
+            mag = np.maximum(mag, absmag)
+        if mag.size:
+            mag = np.maximum(mag, float(np.mean(np.abs(ref[finite]))) if finite.any() else 0.0)
+        rel = a.kappa * (float(pgamma(a.n, a.u_acc)) + a.stages * a.u)
+        out_fmt = get_format(self.out_dtype) if self.out_dtype in DTYPES + ("float64",) else self.fmt
+        with np.errstate(all="ignore"):
+            tol = rel * mag + ulp(np.where(finite, ref, 0.0), out_fmt)
+            if low is not None:
+                own = np.abs(np.asarray(low, dtype=np.float64) - ref)
+                tol = np.maximum(tol, np.where(np.isfinite(own), 2.0 * own, 0.0))
+        return tol
+
+
+def _abs(x):
+    torch = _torch()
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.abs()
+    return x
+
+
+def _graph_size(fn, limit: int = 10000) -> int:
+    seen, stack = set(), [fn]
+    while stack and len(seen) < limit:
+        f = stack.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        stack.extend(g for g, _ in getattr(f, "next_functions", ()))
+    return sum(1 for f in seen if type(f).__name__ != "AccumulateGrad")
+
+
+# -- inputs ------------------------------------------------------------------------------
+def make_inputs(problem: Problem, overrides: Mapping[str, int], family: str, dtype: str,
+                seed: int) -> list:
+    """Inputs for one case: ``get_inputs()`` under a seed gives the shapes, dtypes and
+    non-float arguments; ``problem`` keeps its float values, another family replaces
+    them (drawn from :mod:`kcontract.ops.families`); floats are rounded to ``dtype``."""
+    from .ops.families import get_family
+    fmt = get_format(dtype)
+    raw = [_to_plain(x) for x in problem.raw_inputs(overrides, seed)]
+    rng = np.random.default_rng([seed, zlib_crc(family)])
+    out = []
+    for x in raw:
+        if _is_float_array(x):
+            vals = np.asarray(x, dtype=np.float64) if family == "problem" else \
+                get_family(family)(x.shape, rng, fmt)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out.append(np.asarray(vals, dtype=np.float64).astype(fmt.dtype))
+        else:
+            out.append(x)
+    return out
+
+
+def zlib_crc(text: str) -> int:
+    import zlib
+    return zlib.crc32(text.encode())
+
+
+def inject_exceptional(args: list, kinds: tuple, seed: int) -> list:
+    """NaN / +-Inf at a few positions of the first float input."""
+    from .ops.families import inject
+    out = list(args)
+    for i, a in enumerate(out):
+        if _is_float_array(a) and a.size:
+            vals, _ = inject(np.asarray(a, dtype=np.float64), np.random.default_rng(seed),
+                             kinds=kinds, count=2)
+            out[i] = vals.astype(a.dtype)
+            break
+    return out
+
+
+# -- the candidate's process -------------------------------------------------------------
+class ModelProcess(KernelProcess):
+    """A candidate ``ModelNew`` in its own worker; rebuilt after any restart."""
+
+    worker_module = "kcontract.kernelbench_worker"
+
+    def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
+                 timeout: float = 60.0):
+        super().__init__(f"{os.path.abspath(candidate)}:ModelNew", framework="torch",
+                         device=device, timeout=timeout)
+        self.dtype = dtype
+        self._build: Optional[dict] = None
+        self.built: dict = {}
+
+    def load_payload(self) -> dict:
+        d = super().load_payload()
+        d["dtype"] = self.dtype
+        return d
+
+    def start(self) -> dict:
+        info = super().start()
+        if self._build is not None:
+            self._send_build()
+        return info
+
+    def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
+        self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
+                       "seed": seed}
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.start()  # builds
+            return self.built
+        return self._send_build()
+
+    def _send_build(self) -> dict:
+        status, payload = self._request(("build", self._build), self.load_timeout)
+        if status != "ok":
+            res = CallResult(status=status, error=payload.get("message") or payload.get("error", ""),
+                             error_type=payload.get("type", ""))
+            if status in ("crashed", "timeout"):
+                self.close()
+            raise KernelFailure("kernel.raised" if status == "raised" else f"kernel.{status}",
+                                "ModelNew(*get_init_inputs()) failed: " + res.describe())
+        self.built = payload
+        return payload
+
+    def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.start()
+            self.restarts += 1
+        status, reply = self._request((verb, payload), timeout or self.timeout)
+        res = CallResult(status=status, out=reply.get("out"), meta=reply.get("meta", {}),
+                         flags=list(reply.get("flags", [])),
+                         error=reply.get("message") or reply.get("error", ""),
+                         error_type=reply.get("type", ""), seconds=reply.get("seconds", 0.0))
+        if status in ("crashed", "timeout", "tampered") or any(
+                f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
+            self.close()
+        return res
+
+    def raw(self, verb: str, payload: dict, timeout: Optional[float] = None):
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.start()
+        return self._request((verb, payload), timeout or self.timeout)
+
+
+# -- the check -----------------------------------------------------------------------------
+@dataclass
+class KernelBenchRun:
+    """A candidate's verdicts on the generic classes, and KernelBench's own verdict."""
+
+    reference: str
+    candidate: str
+    problem: str
+    dtype: str
+    device: str
+    seed: int
+    run: RunResult
+    kernelbench: dict = field(default_factory=dict)
+    variants: list = field(default_factory=list)
+    allowance: dict = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return self.run.verdict
+
+    @property
+    def failing(self) -> list[str]:
+        """Class IDs that were violated, and the codes of errors (``integrity.*``,
+        ``kernel.*``), each once, in the order they were found."""
+        out = []
+        for r in self.run.results:
+            if r.verdict == Status.VIOLATION:
+                item = r.contract
+            elif r.verdict == Status.ERROR:
+                item = (r.signature or {}).get("code") or r.contract
+            else:
+                continue
+            if item not in out:
+                out.append(item)
+        return out
+
+    def to_json(self) -> dict:
+        return {"schema": "kcontract.kernelbench/1", "reference": self.reference,
+                "candidate": self.candidate, "problem": self.problem, "dtype": self.dtype,
+                "device": self.device, "seed": self.seed, "verdict": self.verdict,
+                "failing": self.failing, "kernelbench": jsonable(self.kernelbench),
+                "variants": jsonable(self.variants), "allowance": jsonable(self.allowance),
+                "run": self.run.to_json()}
+
+
+class ModuleCheck:
+    """The generic protocols for one (problem, candidate) pair."""
+
+    def __init__(self, problem: Problem, handle: ModelProcess, dtype: str, seed: int, claims,
+                 reproduce: str, progress: Optional[Callable[[], None]] = None):
+        self.problem, self.handle, self.dtype, self.seed = problem, handle, dtype, seed
+        self.fmt = get_format(dtype)
+        self.claims = claims
+        self.u_acc = claims.accumulate.u
+        self.reproduce = reproduce
+        self.progress = progress or (lambda: None)
+        self.oracles: dict = {}
+        self.variants: list[dict] = []
+        self.current: Optional[str] = None
+        self.cases = 0
+        self.tol_range = [np.inf, -np.inf]
+        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
+        self.history: list = []
+
+    # -- shapes -------------------------------------------------------------------------
+    def prepare_variants(self) -> list[tuple[str, dict]]:
+        usable = []
+        for label, over in shape_variants(self.problem.constants):
+            try:
+                orc = self.oracle(label, over)
+                args = make_inputs(self.problem, over, "problem", self.dtype, self.seed)
+                ref = orc.reference(args)
+                if label != "basic" and not np.all(np.isfinite(ref)):
+                    raise ValueError("the reference gives non-finite values")
+                usable.append((label, over))
+                self.variants.append({"label": label, "constants": dict(over), "used": True})
+            except KernelFailure:
+                raise
+            except Exception as exc:
+                if label == "basic":
+                    raise UsageError(f"the reference problem does not run: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+                self.oracles.pop(label, None)
+                self.variants.append({"label": label, "constants": dict(over), "used": False,
+                                      "why": f"the reference rejects it ({type(exc).__name__}: "
+                                             f"{str(exc)[:120]})"})
+        return usable
+
+    def oracle(self, label: str, over: Mapping[str, int]) -> Oracle:
+        if label not in self.oracles:
+            orc = Oracle(self.problem, over, self.dtype, self.seed, self.u_acc)
+            orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.seed))
+            self.oracles[label] = orc
+        return self.oracles[label]
+
+    def use(self, label: str, over: Mapping[str, int]) -> Oracle:
+        orc = self.oracle(label, over)
+        if self.current != label:
+            self.handle.build(orc.init, orc.state, self.seed)
+            self.current = label
+        return orc
+
+    # -- one case ------------------------------------------------------------------------
+    def case(self, label: str, over: Mapping[str, int], family: str, trial: int, **extra) -> Case:
+        shape = dict(self.problem.constants)
+        shape.update(over)
+        return Case(shape=shape, dtype=self.dtype, seed=self.seed, family=family, trial=trial,
+                    extra={"shape": label, **extra})
+
+    def inputs(self, over, family: str, trial: int, salt: str = "") -> list:
+        s = int(np.random.default_rng([self.seed, trial, zlib_crc(family + salt)])
+                .integers(0, 2 ** 31 - 1))
+        return make_inputs(self.problem, over, family, self.dtype, s)
+
+    def call(self, args: list, case: Case, verb: str = "call", extra: Optional[dict] = None
+             ) -> CallResult:
+        t0 = time.perf_counter()
+        payload = {"args": args, "poison": True,
+                   "poison_bytes": int(sum(getattr(a, "nbytes", 0) for a in args))}
+        payload.update(extra or {})
+        res = self.handle.request(verb, payload)
+        self.timings["call"] += time.perf_counter() - t0
+        self.timings["kernel"] += float(res.seconds or 0.0)
+        self.cases += 1
+        self.progress()
+        return res
+
+    def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
+        if not res.ok:
+            code = {"raised": "kernel.raised", "crashed": "kernel.crashed",
+                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output",
+                    "tampered": "integrity.transport"}.get(res.status, f"kernel.{res.status}")
+            raise KernelFailure(code, res.describe(), case)
+        for flag in res.flags:
+            kind, _, what = flag.partition(":")
+            if kind in INTEGRITY_MESSAGES:
+                raise KernelFailure(f"integrity.{kind}", INTEGRITY_MESSAGES[kind].format(what), case)
+        got = tuple(res.meta.get("shape", np.shape(res.out)))
+        if got != tuple(np.shape(ref)):
+            raise KernelFailure("kernel.wrong-shape", f"ModelNew returned shape {got}, the "
+                                f"reference {tuple(np.shape(ref))}", case)
+        orc = self.oracles.get(case.extra.get("shape"))
+        want = orc.out_dtype if orc is not None and orc.out_dtype else self.dtype
+        if res.meta.get("dtype") != want:
+            raise KernelFailure("kernel.wrong-dtype", f"ModelNew returned dtype "
+                                f"{res.meta.get('dtype')}, the reference {want}", case)
+        return res.out
+
+    def measure(self, label: str, over, family: str, trial: int, *, args=None, verb="call",
+                extra=None, salt: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
+        """Run one case; None when it lies outside the problem's domain at this dtype
+        (the reference at the dtype is non-finite where the oracle is finite, or the
+        oracle is non-finite on finite inputs)."""
+        orc = self.use(label, over)
+        case = self.case(label, over, family, trial)
+        args = args if args is not None else self.inputs(over, family, trial, salt)
+        t0 = time.perf_counter()
+        ref = orc.reference(args)
+        low = orc.at_dtype(args)
+        self.timings["oracle"] += time.perf_counter() - t0
+        if not _in_domain(args, ref, low):
+            return None
+        out = self.validate(self.call(args, case, verb, extra), case, ref)
+        cmp = self.compare(orc, case, args, out, ref, low)
+        self.remember(args, out, cmp)
+        return cmp, out
+
+    def remember(self, args, out, cmp: Comparison) -> None:
+        """Every measured call's output and input digests: a failing output that an
+        earlier call on other inputs returned is a stale one."""
+        self.history.append((_digest([out]), _digest(args), cmp))
+
+    def stale(self, since: int = 0) -> Optional[tuple[Comparison, Comparison]]:
+        """(a failing comparison from ``since`` on, the earlier one whose output it repeats)."""
+        for i in range(max(since, 1), len(self.history)):
+            dig, idig, cmp = self.history[i]
+            if cmp.passed:
+                continue
+            for pdig, pidig, prev in self.history[:i]:
+                if pdig == dig and pidig != idig:
+                    return cmp, prev
+        return None
+
+    def compare(self, orc: Oracle, case: Case, args, out, ref, low) -> Comparison:
+        ref64 = np.asarray(ref, dtype=np.float64)
+        out64 = np.asarray(out, dtype=np.float64)
+        if np.asarray(ref).dtype.kind in "iub":
+            ok = out64 == ref64
+            return Comparison(case=case, ok=ok, out=out64, ref=ref64, tol=None)
+        tol = orc.tolerance(args, ref64, low, self.u_acc)
+        with np.errstate(all="ignore"):
+            ok = (np.abs(out64 - ref64) <= tol) | (
+                ~np.isfinite(ref64) & _same_exceptional(out64, ref64))
+        finite = tol[np.isfinite(tol)]
+        if finite.size:
+            self.tol_range[0] = min(self.tol_range[0], float(finite.min()))
+            self.tol_range[1] = max(self.tol_range[1], float(finite.max()))
+        return Comparison(case=case, ok=ok, out=out64, ref=ref64, tol=tol)
+
+    # -- results -------------------------------------------------------------------------
+    def tolerance_text(self, cls: str) -> str:
+        a = self.oracles.get("basic")
+        al = a.allowance if a is not None else None
+        text = "max(kappa*(pgamma(n, u_acc) + s*u)*mag + ulp(ref), 2*|reference at dtype - ref|)"
+        if al is not None:
+            text += (f" with n={al.n} ({al.method}), s={al.stages}, u={al.u:.3g}, "
+                     f"u_acc={al.u_acc:.3g}, kappa={al.kappa:g}")
+        lo, hi = self.tol_range
+        if np.isfinite(lo):
+            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
+        return text if cls not in ("C-ORD-02", "C-EXC-01") else (
+            "bitwise identical" if cls == "C-ORD-02" else "NaN/+Inf/-Inf exactly where the oracle has them")
+
+    def result(self, cls: str, status: Status, message: str, *, cmp: Optional[Comparison] = None,
+               code: Optional[str] = None, quantities: Optional[dict] = None,
+               details: Optional[dict] = None, case: Optional[Case] = None,
+               t0: float = 0.0, cases: int = 0) -> ContractResult:
+        v = None
+        sig = {}
+        if status == Status.VIOLATION:
+            st = cmp.stats() if cmp is not None else {}
+            c = case or (cmp.case if cmp is not None else None)
+            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=c,
+                          code=code or f"{cls}.violated", message=message,
+                          mismatched=st.get("mismatched", 0), total=st.get("total", 0),
+                          index=st.get("index"), actual=st.get("actual"),
+                          expected=st.get("expected"), max_abs=st.get("max_abs"),
+                          max_rel=st.get("max_rel"), allowed=st.get("allowed"),
+                          measured=st.get("measured"), quantities=dict(quantities or {}),
+                          reproduce=f"{self.reproduce} --contract {cls}")
+            sig = {"code": v.code, **dict(quantities or {})}
+        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=status,
+                              message=message, tolerance=self.tolerance_text(cls), violation=v,
+                              signature=sig, cases=cases, seconds=time.perf_counter() - t0,
+                              reproduce=f"{self.reproduce} --contract {cls}",
+                              details=dict(details or {}))
+
+    # -- the classes ---------------------------------------------------------------------
+    def run_class(self, cls: str) -> ContractResult:
+        t0 = time.perf_counter()
+        before = self.cases
+        self.tol_range = [np.inf, -np.inf]
+        fn = {"C-PRC-01": self.precision, "C-PRC-02": self.domain, "C-ORD-02": self.determinism,
+              "C-EXC-01": self.exceptional, "C-CMP-03": self.polymorphism}[cls]
+        try:
+            res = fn(cls, t0)
+        except KernelFailure as fail:
+            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=fail.case,
+                          code=fail.code, message=fail.message,
+                          reproduce=f"{self.reproduce} --contract {cls}")
+            res = ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
+                                 message=fail.message, violation=v, signature={"code": fail.code},
+                                 seconds=time.perf_counter() - t0,
+                                 reproduce=f"{self.reproduce} --contract {cls}")
+        return replace(res, cases=self.cases - before)
+
+    def _sweep(self, label, over, families, trials=1):
+        comps, skipped = [], 0
+        for family in families:
+            for trial in range(trials):
+                got = self.measure(label, over, family, trial)
+                if got is None:
+                    skipped += 1
+                    continue
+                comps.append(got[0])
+        return comps, skipped
+
+    def _verdict(self, cls, t0, comps, skipped, headline, code) -> ContractResult:
+        rows = [{"case": c.case.describe(), "passed": c.passed, **{k: v for k, v in c.stats().items()
+                 if k in ("mismatched", "total", "max_abs", "measured", "allowed")}} for c in comps]
+        if not comps:
+            return self.result(cls, Status.SKIPPED, f"no case inside the problem's domain "
+                               f"({skipped} skipped)", t0=t0)
+        bad = [c for c in comps if not c.passed]
+        if not bad:
+            note = f" ({skipped} outside the problem's domain skipped)" if skipped else ""
+            return self.result(cls, Status.PASS, f"{len(comps)} cases conform{note}", t0=t0,
+                               details={"cases": rows})
+        worst = max(bad, key=_badness)
+        fams = sorted({c.case.family for c in bad})
+        return self.result(cls, Status.VIOLATION,
+                           f"{headline} ({len(bad)} of {len(comps)} cases fail; families: "
+                           f"{', '.join(fams)})", cmp=worst, code=code,
+                           quantities={"failing_families": fams, "failing_cases": len(bad),
+                                       "uninitialised": _nan_where_finite(worst)},
+                           details={"cases": rows}, t0=t0)
+
+    def precision(self, cls, t0):
+        comps, skipped = self._sweep("basic", {}, PRECISION_FAMILIES)
+        return self._verdict(cls, t0, comps, skipped,
+                             "less accurate than the float64 reference allows at the "
+                             "benchmarked shape", "C-PRC-01.inaccurate")
+
+    def domain(self, cls, t0):
+        comps, skipped = self._sweep("basic", {}, DOMAIN_FAMILIES)
+        return self._verdict(cls, t0, comps, skipped,
+                             "fails on large-offset or large-magnitude inputs (cancellation or "
+                             "intermediate overflow)", "C-PRC-02.unstable")
+
+    def determinism(self, cls, t0):
+        if not self.claims.deterministic:
+            return self.result(cls, Status.SKIPPED, "applies only when deterministic=true is "
+                               "declared (declared: false)", t0=t0)
+        orc = self.use("basic", {})
+        args = self.inputs({}, "normal", 0, "determinism")
+        ref = orc.reference(args)
+        outs = []
+        for rep in range(3):
+            case = self.case("basic", {}, "normal", 0, repeat=rep)
+            outs.append(self.validate(self.call(args, case), case, ref))
+        for rep in (1, 2):
+            a, b = np.asarray(outs[0]), np.asarray(outs[rep])
+            if a.tobytes() != b.tobytes():
+                diff = np.asarray(a, np.float64) != np.asarray(b, np.float64)
+                diff |= np.isnan(np.asarray(a, np.float64)) != np.isnan(np.asarray(b, np.float64))
+                case = self.case("basic", {}, "normal", 0, repeat=rep)
+                cmp = Comparison(case=case, ok=~diff, out=np.asarray(b, np.float64),
+                                 ref=np.asarray(a, np.float64), tol=None)
+                return self.result(cls, Status.VIOLATION,
+                                   f"identical inputs gave different bits on call {rep + 1} "
+                                   f"({int(diff.sum())} of {diff.size} elements differ)",
+                                   cmp=cmp, code="C-ORD-02.nondeterministic",
+                                   quantities={"differing": int(diff.sum()),
+                                               "rows": _rows_pattern(diff)}, t0=t0)
+        return self.result(cls, Status.PASS, "3 calls on identical inputs gave identical bits",
+                           t0=t0)
+
+    def exceptional(self, cls, t0):
+        if self.claims.nan != "propagate":
+            return self.result(cls, Status.SKIPPED, f"only nan=propagate is checked on modules "
+                               f"(declared: {self.claims.nan})", t0=t0)
+        orc = self.use("basic", {})
+        checked = changed = 0
+        for trial, kinds in enumerate((("nan",), ("inf", "-inf"))):
+            base = self.inputs({}, "uniform", trial, "exceptional")
+            if not any(_is_float_array(a) for a in base):
+                return self.result(cls, Status.SKIPPED, "the problem has no float input", t0=t0)
+            args = inject_exceptional(base, kinds, self.seed + trial)
+            ref = np.asarray(orc.reference(args), dtype=np.float64)
+            if np.all(np.isfinite(ref)):
+                continue  # the reference absorbs them (a mask, a comparison): nothing to check
+            checked += 1
+            case = self.case("basic", {}, "uniform+" + "/".join(kinds), trial)
+            out = np.asarray(self.validate(self.call(args, case), case, ref), dtype=np.float64)
+            # exceptional where the oracle is, finite where it is finite; an Inf that came
+            # out as NaN (a BLAS multiplying its zero padding by Inf) is noted, not failed
+            ok = np.isfinite(ref) == np.isfinite(out)
+            kind_changed = int((~np.isfinite(ref) & ~np.isfinite(out)
+                                & ~_same_exceptional(out, ref)).sum())
+            if not ok.all():
+                cmp = Comparison(case=case, ok=ok, out=out, ref=ref, tol=None)
+                lost = int((~np.isfinite(ref) & np.isfinite(out)).sum())
+                extra = int((np.isfinite(ref) & ~np.isfinite(out)).sum())
+                what = ("exceptional values swallowed: the output is finite where the reference "
+                        "propagates " + "/".join(kinds)) if lost else \
+                    "exceptional values at positions where the reference has none"
+                return self.result(cls, Status.VIOLATION, what, cmp=cmp,
+                                   code="C-EXC-01.swallowed" if lost else "C-EXC-01.spurious",
+                                   quantities={"swallowed": lost, "spurious": extra,
+                                               "kind_changed": kind_changed,
+                                               "injected": "/".join(kinds)}, t0=t0)
+            changed += kind_changed
+        if not checked:
+            return self.result(cls, Status.SKIPPED, "the reference never propagates the "
+                               "injected values: nothing to compare", t0=t0)
+        note = (f" ({changed} elements NaN where the reference has Inf)" if changed else "")
+        return self.result(cls, Status.PASS, f"{checked} injected cases propagate as the "
+                           f"reference does{note}", t0=t0)
+
+    def polymorphism(self, cls, t0):
+        since = len(self.history)
+        # 1. fresh results: back-to-back calls with fresh inputs at the benchmarked shape
+        fresh: list[Comparison] = []
+        for trial in range(FRESH_CALLS):
+            got = self.measure("basic", {}, "problem", trial, salt="fresh")
+            if got is not None:
+                fresh.append(got[0])
+        # 2. the shape sweep over rescaled constants
+        per_variant = {}
+        for label, over in self.prepare_variants():
+            comps, _ = self._sweep(label, over, SWEEP_FAMILIES)
+            per_variant[label] = (over, comps)
+        # 3. both run orders: the reference first in the candidate's own process
+        order = None
+        if "basic" in per_variant:
+            order = self._orders()
+        comps_all = fresh + [c for _, cs in per_variant.values() for c in cs] + [
+            c for c in (order or ()) if c is not None]
+        outs = self.history[since:]
+        fresh_ids = {id(c) for c in fresh}
+        digests = [d for d, _, c in outs if id(c) in fresh_ids]
+        if len(fresh) > 1 and len(set(digests)) == 1 and not all(c.passed for c in fresh):
+            return self.result(cls, Status.VIOLATION,
+                               f"input-independent output: {len(fresh)} calls with different "
+                               f"inputs returned the same bits (a constant or cached result)",
+                               cmp=fresh[-1], code="C-CMP-03.input-independent",
+                               quantities={"calls": len(fresh)}, t0=t0)
+        stale = self.stale(since)
+        if stale is not None:
+            cmp, prev = stale
+            return self.result(cls, Status.VIOLATION,
+                               f"stale output: the call at {_where(cmp.case)} returned exactly "
+                               f"the bits of an earlier call on other inputs ({_where(prev.case)}): "
+                               f"a cached or replayed result", cmp=cmp,
+                               code="C-CMP-03.stale-output",
+                               quantities={"call": _where(cmp.case),
+                                           "same_as": _where(prev.case)}, t0=t0)
+        if fresh and fresh[0].passed and not all(c.passed for c in fresh):
+            first_bad = next(i for i, c in enumerate(fresh) if not c.passed)
+            return self.result(cls, Status.VIOLATION,
+                               f"correct on the first call(s), wrong from call {first_bad + 1} on "
+                               f"with fresh inputs (results that depend on the call history)",
+                               cmp=fresh[first_bad], code="C-CMP-03.stale-output",
+                               quantities={"first_wrong_call": first_bad + 1}, t0=t0)
+        basic_ok = all(c.passed for c in fresh + per_variant.get("basic", ({}, []))[1])
+        bad_variants = {lab: over for lab, (over, comps) in per_variant.items()
+                        if any(not c.passed for c in comps)}
+        if bad_variants and basic_ok:
+            worst = max((c for lab in bad_variants for c in per_variant[lab][1] if not c.passed),
+                        key=_badness)
+            good = [lab for lab in per_variant if lab not in bad_variants]
+            return self.result(
+                cls, Status.VIOLATION,
+                f"correct at the benchmarked shape, wrong at rescaled shapes: "
+                f"{', '.join(f'{lab} ({_fmt_over(bad_variants[lab])})' for lab in bad_variants)}",
+                cmp=worst, code="C-CMP-03.shape-specialised",
+                quantities={"failing_shapes": {lab: bad_variants[lab] for lab in bad_variants},
+                            "passing_shapes": good}, t0=t0)
+        if order is not None and order[1] is not None and order[1].passed and not order[0].passed:
+            return self.result(cls, Status.VIOLATION,
+                               "correct only when the reference ran first in the same "
+                               "process (it reuses memory the reference left behind)",
+                               cmp=order[0], code="C-CMP-03.order-dependent", t0=t0)
+        bad = [c for c in comps_all if not c.passed]
+        if bad:
+            return self.result(cls, Status.SKIPPED,
+                               f"inconclusive: wrong at the benchmarked shape too ({len(bad)} of "
+                               f"{len(comps_all)} cases fail alike; see C-PRC-01), so no "
+                               f"shape-, call- or order-specific failure to isolate", t0=t0)
+        used = [v["label"] for v in self.variants if v["used"]]
+        orders = "both run orders" if order is not None and order[1] is not None else \
+            "the candidate-first order only"
+        return self.result(cls, Status.PASS,
+                           f"{len(comps_all)} cases conform: {len(fresh)} fresh calls, shapes "
+                           f"{', '.join(used)}, {orders}", t0=t0,
+                           details={"variants": self.variants})
+
+    def _orders(self) -> tuple[Comparison, Optional[Comparison]]:
+        """The same input, candidate alone, then after the reference in its process."""
+        orc = self.use("basic", {})
+        args = self.inputs({}, "problem", 0, "order")
+        ref = orc.reference(args)
+        low = orc.at_dtype(args)
+        case_a = self.case("basic", {}, "problem", 0, order="candidate-first")
+        out_a = self.validate(self.call(args, case_a), case_a, ref)
+        cmp_a = self.compare(orc, case_a, args, out_a, ref, low)
+        self.remember(args, out_a, cmp_a)
+        case_b = self.case("basic", {}, "problem", 0, order="reference-first")
+        # no poison here: what the reference leaves behind is the point
+        res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
+                                                  "init_inputs": [_to_plain(v) for v in orc.init],
+                                                  "seed": self.seed, "poison": False})
+        if res_b.status == "raised" and not res_b.flags:
+            return cmp_a, None  # the reference does not load in the worker: one order only
+        out_b = self.validate(res_b, case_b, ref)
+        return cmp_a, self.compare(orc, case_b, args, out_b, ref, low)
+
+
+def _digest(arrays) -> str:
+    h = hashlib.sha1()
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            h.update(str(a.dtype).encode() + str(a.shape).encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        else:
+            h.update(repr(a).encode())
+    return h.hexdigest()
+
+
+def _where(case: Case) -> str:
+    extra = {k: v for k, v in case.extra.items() if k != "shape"}
+    tail = "".join(f" {k}={v}" for k, v in extra.items())
+    return f"shape {case.extra.get('shape')} family={case.family} trial={case.trial}{tail}"
+
+
+def _badness(c: Comparison) -> float:
+    st = c.stats()
+    m, a = st.get("measured"), st.get("allowed")
+    if m is None or not np.isfinite(m):
+        return np.inf
+    return m / a if a else np.inf
+
+
+def _fmt_over(over: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in over.items())
+
+
+def _same_exceptional(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return ((np.isnan(out) & np.isnan(ref)) | (np.isposinf(out) & np.isposinf(ref))
+                | (np.isneginf(out) & np.isneginf(ref)))
+
+
+def _in_domain(args, ref, low) -> bool:
+    ref = np.asarray(ref, dtype=np.float64)
+    inputs_finite = all(np.all(np.isfinite(np.asarray(a, dtype=np.float64)))
+                        for a in args if _is_float_array(a))
+    if inputs_finite and not np.all(np.isfinite(ref)):
+        return False  # e.g. log of a negative: outside the problem's domain
+    if low is not None and np.asarray(low).dtype.kind not in "iub":
+        low = np.asarray(low, dtype=np.float64)
+        if np.any(np.isfinite(ref) & ~np.isfinite(low)):
+            return False  # the dtype itself overflows here: its behaviour is not declared
+    return True
+
+
+def _nan_where_finite(c: Comparison) -> int:
+    return int(np.sum(np.isnan(c.out) & np.isfinite(c.ref)))
+
+
+def _rows_pattern(diff: np.ndarray) -> str:
+    if diff.ndim < 2:
+        return "elements"
+    rows = diff.reshape(diff.shape[0], -1)
+    whole = rows.all(axis=1) & rows.any(axis=1)
+    return "whole rows" if whole.sum() and whole.sum() == rows.any(axis=1).sum() else "scattered"
+
+
+def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
+                      device: str = "cpu", classes: Optional[Sequence[str]] = None,
+                      declare: Optional[Mapping[str, object]] = None, seed: Optional[int] = None,
+                      timeout: float = 60.0, kernelbench: bool = True,
+                      progress: Optional[Callable[[], None]] = None) -> KernelBenchRun:
+    """Check the candidate file's ``ModelNew`` against the reference file's ``Model``.
+
+    ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
+    weights a candidate cannot have precomputed.  Never raises for the candidate's
+    misbehaviour (that is a verdict); raises :class:`UsageError` for a reference
+    that is not a KernelBench problem or bad arguments."""
+    t_start = time.perf_counter()
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    wanted = list(classes or MODULE_CLASSES)
+    for w in wanted:
+        if w not in MODULE_CLASSES:
+            from .errors import did_you_mean
+            raise UsageError(f"{w!r} is not a class the KernelBench path checks "
+                             f"({', '.join(MODULE_CLASSES)}){did_you_mean(w, MODULE_CLASSES)}")
+    if not os.path.exists(candidate):
+        raise UsageError(f"no such file: {candidate}")
+    try:
+        _torch()
+    except ImportError as exc:  # pragma: no cover - torch is required here
+        raise UsageError("kcontract kernelbench needs torch: pip install 'kcontract[torch]'") from exc
+    seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
+    problem = load_problem(reference)
+    fmt = get_format(dtype)
+    declared = dict(declare or {})
+    if "deterministic" not in declared and device not in ("cpu", ""):
+        declared["deterministic"] = "false"  # accelerators' atomics: declare it to check it
+    claims = make_claims(fmt, declared)
+    repro = (f"kcontract kernelbench {os.path.relpath(reference)} {os.path.relpath(candidate)} "
+             f"--dtype {dtype} --seed {seed}" + ("" if device == "cpu" else f" --device {device}")
+             + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items()))
+    from .adapters import get_adapter
+    env = get_adapter("torch").environment(device)
+    env["kcontract"] = __version__
+    run = RunResult(kernel=os.path.abspath(candidate), op=f"kernelbench:{problem.name}",
+                    dtype=dtype, framework="torch", device=device, claims=claims.as_dict(),
+                    environment=env, suite_version=__version__)
+    out = KernelBenchRun(reference=os.path.abspath(reference), candidate=os.path.abspath(candidate),
+                         problem=problem.name, dtype=dtype, device=device, seed=seed, run=run)
+    handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout)
+    try:
+        try:
+            info = handle.start()
+            run.kernel_hash = info.get("source_sha256", "")
+        except KernelLoadError as exc:
+            for cls in wanted:
+                run.results.append(ContractResult(contract=cls, id=f"kb-{cls.lower()}",
+                                                  verdict=Status.ERROR, message=str(exc),
+                                                  signature={"code": "kernel.load"}))
+            handle = None
+        if handle is not None:
+            mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress)
+            order = [c for c in MODULE_CLASSES if c in wanted]
+            tampered = None
+            for cls in order:
+                if tampered is not None:
+                    # measurements of a candidate that tampered with its process mean nothing
+                    run.results.append(ContractResult(
+                        contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
+                        message=f"not measured: {tampered.contract} found {tampered.message}",
+                        signature=dict(tampered.signature), reproduce=tampered.reproduce))
+                    continue
+                res = mc.run_class(cls)
+                run.results.append(res)
+                if res.verdict == Status.ERROR and str(
+                        (res.signature or {}).get("code", "")).startswith("integrity."):
+                    tampered = res
+            run.timings.update(mc.timings)
+            out.variants = mc.variants
+            basic = mc.oracles.get("basic")
+            if basic is not None and basic.allowance is not None:
+                out.allowance = basic.allowance.as_dict()
+            if kernelbench:
+                out.kernelbench = kernelbench_verdict(handle, reference, dtype)
+    finally:
+        if handle is not None:
+            handle.close()
+    if kernelbench and not out.kernelbench:
+        out.kernelbench = {"passed": False, "message": "the candidate does not load",
+                           "passed_trials": 0, "trials": KERNELBENCH_TRIALS}
+    run.seconds = time.perf_counter() - t_start
+    run.timings["total"] = run.seconds
+    return out
+
+
+def kernelbench_verdict(handle: ModelProcess, reference: str, dtype: str) -> dict:
+    """What KernelBench's own check says (run in the candidate's process, as it does)."""
+    tol = KERNELBENCH_TOLERANCE[dtype]
+    status, reply = handle.raw("kernelbench", {"reference": os.path.abspath(reference),
+                                               "seed": KERNELBENCH_SEED,
+                                               "trials": KERNELBENCH_TRIALS,
+                                               "atol": tol, "rtol": tol})
+    if status != "ok":
+        return {"passed": False, "trials": KERNELBENCH_TRIALS, "passed_trials": 0, "atol": tol,
+                "rtol": tol, "message": f"the candidate {status}: "
+                                        f"{reply.get('message') or reply.get('error', '')}"}
+    return reply
+
+
+__all__ = ["KERNELBENCH_TOLERANCE", "MODULE_CLASSES", "KernelBenchRun", "Problem",
+           "check_kernelbench", "load_problem", "shape_variants", "make_inputs"]

@@ -1,0 +1,223 @@
+"""The isolated worker for KernelBench candidates: builds ``ModelNew`` and calls it.
+
+Run as ``python -m kcontract.kernelbench_worker FD`` (see :mod:`kcontract.check.worker`
+for the transport and the integrity checks it shares).  Verbs:
+
+``load``
+    import the candidate file (it must define ``ModelNew``); the torch allocator
+    fills uninitialised memory on the CPU, an audit hook watches for frame reads.
+``build``
+    ``torch.manual_seed(seed); ModelNew(*init_inputs)``, then the reference's
+    weights (already rounded to the dtype) when names and shapes match, ``.to(dtype)``.
+``call``
+    one forward pass under ``torch.no_grad()`` on fresh copies of the inputs,
+    with the same integrity flags as the kernel worker.
+``order``
+    run the reference model here *first*, then the candidate, on one input:
+    what a checker that shares one process between them (KernelBench) lets a
+    candidate see.  Only used after every isolated measurement is done.
+``kernelbench``
+    KernelBench's own correctness check, reproduced (same process, reference
+    first, shared input tensors, ``torch.rand``-style inputs from ``get_inputs``,
+    ``allclose`` at fixed tolerances, five trials): the column "what KernelBench
+    would have said".
+
+The float64 oracle never enters this process.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import numpy as np
+
+from .check.worker import Worker, kernel_identity, resolve_kernel
+
+
+def _torch():
+    import torch
+    return torch
+
+
+class ModelWorker(Worker):
+    """A :class:`~kcontract.check.worker.Worker` whose kernel is a built ``ModelNew``."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = None
+        self.module = None
+        self.dtype = "float32"
+        self.build_info: dict = {}
+        self.reference = None  # the problem module, loaded only for `order`/`kernelbench`
+
+    # -- lifecycle --------------------------------------------------------------------
+    def load(self, payload):
+        payload = dict(payload, framework="torch")
+        info = super().load(payload)
+        self.cls, self.module = self.fn, sys.modules.get(info.get("module", "")) or None
+        self.fn = None
+        self.dtype = payload.get("dtype") or "float32"
+        return info
+
+    def build(self, payload):
+        torch = _torch()
+        from .adapters.torch_adapter import TorchAdapter
+        ad = TorchAdapter()
+        init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
+        torch.manual_seed(int(payload.get("seed", 42)))
+        model = self.cls(*init)
+        loaded = False
+        state = payload.get("state")
+        if state and isinstance(model, torch.nn.Module):
+            own = model.state_dict()
+            if set(own) == set(state) and all(tuple(own[k].shape) == tuple(np.shape(v))
+                                               for k, v in state.items()):
+                model.load_state_dict({k: ad.to_native(v, "cpu") for k, v in state.items()})
+                loaded = True
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device=self.device, dtype=getattr(torch, self.dtype))
+        self.fn = model
+        # what building the model did to process state is the candidate's doing too
+        self.build_info = {"weights": "reference" if loaded else "seeded",
+                           "parameters": sum(p.numel() for p in model.parameters())
+                           if isinstance(model, torch.nn.Module) else 0}
+        return self.build_info
+
+    # -- calls --------------------------------------------------------------------------
+    def call(self, payload):
+        torch = _torch()
+        if self.fn is None:
+            return "raised", {"type": "ProtocolError", "message": "call before build"}
+        ad = self.adapter
+        arrays = payload["args"]
+        natives = [_native_value(ad, a, self.device) for a in arrays]
+        with torch.no_grad():
+            out, seconds, flags = self.invoke(natives, {}, payload)
+        return self.inspect(out, arrays, natives, flags, seconds)
+
+    def order(self, payload):
+        """The reference runs first in this process, then the candidate, same inputs."""
+        torch = _torch()
+        ref_module = self._reference(payload["reference"])
+        ad = self.adapter
+        init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
+        torch.manual_seed(int(payload.get("seed", 42)))
+        ref = ref_module.Model(*init).to(device=self.device, dtype=getattr(torch, self.dtype))
+        arrays = payload["args"]
+        natives = [_native_value(ad, a, self.device) for a in arrays]
+        with torch.no_grad():
+            ref_out = ref(*natives)
+            del ref_out  # freed: its memory is what a lazy candidate would find
+            out, seconds, flags = self.invoke(natives, {}, payload)
+        return self.inspect(out, arrays, natives, flags, seconds)
+
+    def kernelbench(self, payload):
+        """KernelBench's correctness check, reproduced as faithfully as a CPU allows."""
+        torch = _torch()
+        ref_module = self._reference(payload["reference"])
+        dtype = getattr(torch, self.dtype)
+        device = self.device
+        seed, trials = int(payload.get("seed", 42)), int(payload.get("trials", 5))
+        atol, rtol = float(payload["atol"]), float(payload["rtol"])
+        # KernelBench poisons nothing and fills nothing: switch the worker's guards off
+        torch.use_deterministic_algorithms(False)
+        _malloc_perturb(0)
+        result = {"trials": trials, "passed_trials": 0, "atol": atol, "rtol": rtol,
+                  "max_difference": 0.0, "message": ""}
+        try:
+            init_inputs = ref_module.get_init_inputs()
+            torch.manual_seed(seed)
+            original_model = ref_module.Model(*init_inputs).to(device=device, dtype=dtype)
+            torch.manual_seed(seed)
+            custom_model = self.cls(*init_inputs).to(device=device, dtype=dtype)
+            torch.manual_seed(seed)
+            trial_seeds = [torch.randint(0, 2 ** 32 - 1, (1,)).item() for _ in range(trials)]
+            with torch.no_grad():
+                for trial in range(trials):
+                    torch.manual_seed(trial_seeds[trial])
+                    inputs = ref_module.get_inputs()
+                    inputs = [x.to(device=device, dtype=dtype) if isinstance(x, torch.Tensor)
+                              and x.is_floating_point() else x for x in inputs]
+                    torch.manual_seed(trial_seeds[trial])
+                    output = original_model(*inputs)
+                    torch.manual_seed(trial_seeds[trial])
+                    output_new = custom_model(*inputs)
+                    if output.shape != output_new.shape:
+                        result["message"] = (f"trial {trial}: output shape mismatch: expected "
+                                             f"{tuple(output.shape)}, got {tuple(output_new.shape)}")
+                        break
+                    diff = (output.double() - output_new.double()).abs()
+                    result["max_difference"] = max(result["max_difference"],
+                                                   float(torch.nan_to_num(diff, nan=float("inf"))
+                                                         .max()) if diff.numel() else 0.0)
+                    if torch.allclose(output, output_new, atol=atol, rtol=rtol):
+                        result["passed_trials"] += 1
+                    else:
+                        result["message"] = (f"trial {trial}: outputs differ (max difference "
+                                             f"{result['max_difference']:.3g})")
+                        break
+        except Exception as exc:  # the candidate's failure is KernelBench's 'incorrect'
+            result["message"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        result["passed"] = result["passed_trials"] == trials
+        return "ok", result
+
+    def _reference(self, path: str):
+        if self.reference is None:
+            _, self.reference = resolve_kernel(f"{path}:Model")
+        return self.reference
+
+
+def _malloc_perturb(value: int) -> None:
+    """glibc's MALLOC_PERTURB_ at run time (``mallopt(M_PERTURB, value)``); a no-op
+    elsewhere."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(-6, int(value))
+    except Exception:  # pragma: no cover - not glibc
+        pass
+
+
+def _native_value(ad, value, device: str = "cpu"):
+    """numpy arrays become tensors; plain Python values (sizes, flags) stay as they are."""
+    if isinstance(value, np.ndarray):
+        return ad.to_native(value, device)
+    return value
+
+
+def serve(fd: int) -> None:
+    from multiprocessing.connection import Connection
+    conn = Connection(fd)
+    worker = ModelWorker()
+    verbs = {"load": lambda p: ("ok", worker.load(p)), "build": lambda p: ("ok", worker.build(p)),
+             "call": worker.call, "order": worker.order, "kernelbench": worker.kernelbench,
+             "ping": lambda p: ("ok", {"pid": os.getpid()})}
+    while True:
+        try:
+            verb, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if verb == "exit":
+            conn.send(("ok", {}))
+            return
+        try:
+            if verb not in verbs:
+                reply = ("raised", {"type": "ProtocolError", "message": f"unknown verb {verb}"})
+            else:
+                reply = verbs[verb](payload)
+        except BaseException as exc:  # the candidate's exception, reported as data
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            reply = ("raised", {"type": type(exc).__name__, "message": str(exc)[:2000],
+                                "traceback": traceback.format_exc(limit=8)[-4000:]})
+        try:
+            conn.send(reply)
+        except Exception as exc:  # unpicklable output etc.
+            conn.send(("raised", {"type": "TransportError",
+                                  "message": f"could not return the candidate's result: {exc}"}))
+
+
+__all__ = ["ModelWorker", "kernel_identity", "serve"]
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the parent
+    serve(int(sys.argv[1]))

@@ -1,0 +1,149 @@
+"""KernelBench-format problems: the generic module path, the candidate worker, the
+reproduction of KernelBench's own check, and ``kcontract kernelbench``."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kcontract.errors import UsageError  # noqa: E402
+from kcontract.kernelbench import (MODULE_CLASSES, check_kernelbench, load_problem,  # noqa: E402
+                                   make_inputs, shape_variants)
+
+KB = Path(__file__).parent / "kernelbench"
+CANDIDATES = sorted(KB.glob("*/new_*.py"))
+SEED = 5
+
+
+def expected(path: Path) -> dict:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXPECTED"
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path} has no EXPECTED")
+
+
+@pytest.mark.parametrize("cand", CANDIDATES, ids=[f"{p.parent.name}-{p.stem}" for p in CANDIDATES])
+def test_candidate_verdicts_and_kernelbench_column(cand):
+    want = expected(cand)
+    # honest candidates face every class; a gaming one only the class that must catch it
+    # (or C-PRC-01, where an integrity check must stop it on the first call)
+    classes = sorted({c if c.startswith("C-") else "C-PRC-01" for c in want["kcontract"]}) or None
+    run = check_kernelbench(str(cand.parent / "problem.py"), str(cand), seed=SEED, classes=classes)
+    if want["kcontract"]:
+        missing = set(want["kcontract"]) - set(run.failing)
+        assert not missing, f"{cand.name}: {missing} not reported; failing={run.failing}"
+    else:
+        bad = [(r.contract, r.message) for r in run.run.results
+               if r.verdict.value not in ("pass", "skipped")]
+        assert run.verdict == "conformant", f"{cand.name} flagged: {bad}"
+    if want["kernelbench"] is not None:
+        assert run.kernelbench["passed"] is want["kernelbench"], run.kernelbench
+    assert run.kernelbench["trials"] == 5
+
+
+def test_every_problem_has_an_honest_candidate_and_kernelbench_is_fooled():
+    problems = sorted(p.parent for p in KB.glob("*/problem.py"))
+    assert len(problems) >= 3
+    fooled = [c for c in CANDIDATES if expected(c)["kernelbench"] and expected(c)["kcontract"]]
+    assert len(fooled) >= 6
+    for folder in problems:
+        assert (folder / "new_honest.py").exists()
+
+
+def test_problem_constants_and_shape_variants():
+    p = load_problem(str(KB / "gemm_gelu" / "problem.py"))
+    assert p.name == "gemm_gelu"
+    # scaling_factor is a float and stays; ints read by get_inputs/get_init_inputs rescale
+    assert p.constants == {"batch_size": 32, "in_features": 128, "out_features": 64}
+    variants = dict(shape_variants(p.constants))
+    assert variants["basic"] == {}
+    assert variants["plus-one"] == {"batch_size": 33, "in_features": 129, "out_features": 65}
+    prime = variants["prime"]
+    assert all(all(v % d for d in range(2, v)) for v in prime.values())
+    # equal constants stay equal
+    assert dict(shape_variants({"M": 64, "N": 64}))["prime"] == {"M": 37, "N": 37}
+    with p.sized({"batch_size": 3}):
+        assert p.module.get_inputs()[0].shape == (3, 128)
+    assert p.module.batch_size == 32
+
+
+def test_input_families_replace_floats_and_round_to_the_dtype():
+    import ml_dtypes
+    import numpy as np
+    p = load_problem(str(KB / "softmax" / "problem.py"))
+    rand = make_inputs(p, {"dim": 64}, "problem", "float32", 1)[0]
+    assert rand.shape == (16, 64) and rand.min() >= 0
+    normal = make_inputs(p, {"dim": 64}, "normal", "bfloat16", 1)[0]
+    assert normal.dtype == ml_dtypes.bfloat16 and (normal.astype(np.float32) < 0).any()
+
+
+def test_tolerance_from_the_reference_and_a_secret_seed():
+    run = check_kernelbench(str(KB / "matmul" / "problem.py"), str(KB / "matmul" / "new_honest.py"),
+                            classes=["C-PRC-01"], kernelbench=False)
+    assert run.allowance["n"] == 96  # K: a row of A, a column of B
+    assert run.allowance["stages"] >= 4
+    (res,) = run.run.results
+    assert "pgamma" in res.tolerance and "n=96" in res.tolerance
+    # no seed given: a secret one, drawn for this run and reported with the reproduce line
+    assert isinstance(run.seed, int) and f"--seed {run.seed}" in res.reproduce
+
+
+def test_half_precision_honest_candidate_conforms():
+    run = check_kernelbench(str(KB / "softmax" / "problem.py"), str(KB / "softmax" / "new_honest.py"),
+                            dtype="bfloat16", classes=["C-PRC-01"], seed=SEED)
+    assert run.verdict == "conformant", [r.message for r in run.run.results]
+    assert run.kernelbench["atol"] == 1e-2 and run.kernelbench["passed"]
+
+
+def test_candidate_that_does_not_build_is_an_error(tmp_path):
+    bad = tmp_path / "new_broken.py"
+    bad.write_text("import torch\nclass ModelNew(torch.nn.Module):\n"
+                   "    def __init__(self):\n        raise RuntimeError('no kernel today')\n")
+    run = check_kernelbench(str(KB / "matmul" / "problem.py"), str(bad), seed=SEED,
+                            classes=["C-PRC-01"])
+    assert run.verdict == "error"
+    assert "no kernel today" in run.run.results[0].message
+    assert run.kernelbench["passed"] is False
+
+
+def test_usage_errors(tmp_path):
+    notaproblem = tmp_path / "p.py"
+    notaproblem.write_text("x = 1\n")
+    with pytest.raises(UsageError, match="not a KernelBench problem"):
+        check_kernelbench(str(notaproblem), str(KB / "matmul" / "new_honest.py"))
+    with pytest.raises(UsageError, match="dtype"):
+        check_kernelbench(str(KB / "matmul" / "problem.py"), str(KB / "matmul" / "new_honest.py"),
+                          dtype="float64")
+    with pytest.raises(UsageError, match="C-PRC-03"):
+        check_kernelbench(str(KB / "matmul" / "problem.py"), str(KB / "matmul" / "new_honest.py"),
+                          classes=["C-PRC-03"])
+    assert MODULE_CLASSES[-1] == "C-CMP-03"
+
+
+def test_cli_comparison_table(run_cli, tmp_path):
+    out_json, out_md = tmp_path / "runs.json", tmp_path / "table.md"
+    code, stdout, stderr = run_cli(
+        "kernelbench", KB / "matmul" / "problem.py", KB / "matmul" / "new_honest.py",
+        KB / "matmul" / "new_tiled_shape.py", "--seed", SEED, "--contract", "C-CMP-03",
+        "--json", out_json, "--markdown", out_md)
+    assert code == 1, stderr
+    assert "KernelBench" in stdout and "new_tiled_shape.py" in stdout
+    assert "1 of 2 candidates pass KernelBench's check but break a contract" in stdout
+    data = json.loads(out_json.read_text())
+    verdicts = {Path(r["candidate"]).name: (r["kernelbench"]["passed"], r["verdict"], r["failing"])
+                for r in data["runs"]}
+    assert verdicts["new_honest.py"] == (True, "conformant", [])
+    assert verdicts["new_tiled_shape.py"] == (True, "violation", ["C-CMP-03"])
+    assert "| matmul | new_tiled_shape.py | pass | violation | C-CMP-03 |" in out_md.read_text()
+
+
+def test_cli_usage_error_exit_code(run_cli, tmp_path):
+    notaproblem = tmp_path / "p.py"
+    notaproblem.write_text("x = 1\n")
+    code, _, stderr = run_cli("kernelbench", notaproblem, KB / "matmul" / "new_honest.py")
+    assert code == 2 and "not a KernelBench problem" in stderr
