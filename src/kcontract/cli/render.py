@@ -8,29 +8,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..report._util import as_float, fmt_num
+
 STYLE = {"pass": "green", "violation": "bold red", "error": "bold magenta", "skipped": "dim",
          "conformant": "bold green"}
 MARK = {"pass": "✓", "violation": "✗", "error": "!", "skipped": "-"}
-
-
-def fmt_num(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(f):
-        return "nan"
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    if f == 0:
-        return "0"
-    if abs(f) >= 1e4 or abs(f) < 1e-3:
-        return f"{f:.3e}"
-    return f"{f:.6g}"
 
 
 def results_table(run: Mapping[str, Any]) -> Table:
@@ -67,7 +49,8 @@ def violation_block(r: Mapping[str, Any]) -> list[str]:
         lines.append(f"  worst element {tuple(v['index'])}: actual {fmt_num(v.get('actual'))}, "
                      f"expected {fmt_num(v.get('expected'))}, |error| {fmt_num(v.get('measured'))}"
                      f", allowed {fmt_num(v.get('allowed'))}")
-    if v.get("max_abs") is not None:
+    if as_float(v.get("max_abs")) is not None and math.isfinite(as_float(v["max_abs"])):
+        # (no finite error, e.g. every element overflowed: the worst element says it)
         lines.append(f"  greatest absolute error {fmt_num(v.get('max_abs'))}, "
                      f"greatest relative error {fmt_num(v.get('max_rel'))}")
     sig = r.get("signature") or {}

@@ -1,0 +1,155 @@
+"""Helpers shared by the renderers: number formatting, safe lookups, case tables.
+
+Every renderer reads the run's JSON (schema ``kcontract.run/1``) and must survive
+missing keys: a run may come from an older version, a partial protocol or a
+hand-edited file.  Numbers arrive as floats or as the strings ``"nan"``,
+``"inf"``, ``"-inf"`` (see :func:`kcontract.check.verdict.jsonable`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Optional
+
+VERDICTS = ("pass", "violation", "error", "skipped")
+MARK = {"pass": "✓", "violation": "✗", "error": "!", "skipped": "–"}
+
+
+def as_float(x: Any) -> Optional[float]:
+    """A float, or None for anything that is not a number (None, dicts, junk)."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt_num(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, str) and as_float(x) is None:
+        return x
+    f = as_float(x)
+    if f is None:
+        return str(x)
+    if math.isnan(f):
+        return "nan"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == 0:
+        return "0"
+    if f == int(f) and abs(f) < 1e6:
+        return str(int(f))
+    if abs(f) >= 1e4 or abs(f) < 1e-3:
+        return f"{f:.3e}"
+    return f"{f:.6g}"
+
+
+def fmt_value(val: Any, limit: int = 160) -> str:
+    """A signature quantity as short text (lists and dicts abbreviated)."""
+    if isinstance(val, bool):
+        return "true" if val else "false"
+    if isinstance(val, float) or (isinstance(val, str) and as_float(val) is not None
+                                  and val.strip().lower() in ("nan", "inf", "-inf")):
+        s = fmt_num(val)
+    elif isinstance(val, (list, tuple)):
+        head = ", ".join(fmt_value(x, 40) for x in list(val)[:6])
+        s = f"[{head}{', …' if len(val) > 6 else ''}]"
+    elif isinstance(val, Mapping):
+        head = ", ".join(f"{k}: {fmt_value(x, 40)}" for k, x in list(val.items())[:6])
+        s = "{" + head + (", …" if len(val) > 6 else "") + "}"
+    else:
+        s = str(val)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def shape_text(shape: Any) -> str:
+    if isinstance(shape, Mapping):
+        return ",".join(f"{k}={v}" for k, v in shape.items())
+    return str(shape) if shape is not None else ""
+
+
+def case_text(case: Any) -> str:
+    if not isinstance(case, Mapping):
+        return str(case or "")
+    extra = "".join(f" {k}={v}" for k, v in (case.get("extra") or {}).items())
+    return (f"{shape_text(case.get('shape'))} dtype={case.get('dtype')} "
+            f"family={case.get('family')} seed={case.get('seed')}{extra}").strip()
+
+
+def results(run: Mapping[str, Any]) -> list[dict]:
+    return [r for r in (run.get("results") or []) if isinstance(r, Mapping)]
+
+
+def counts(run: Mapping[str, Any]) -> dict[str, int]:
+    out = {v: 0 for v in VERDICTS}
+    for r in results(run):
+        v = str(r.get("verdict", "error"))
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def overall(run: Mapping[str, Any]) -> str:
+    """The run's verdict (recomputed when the file does not carry one)."""
+    if run.get("verdict"):
+        return str(run["verdict"])
+    c = counts(run)
+    if c.get("error"):
+        return "error"
+    return "violation" if c.get("violation") else "conformant"
+
+
+def class_name(cls: str) -> str:
+    try:
+        from ..classes.taxonomy import CLASSES
+    except Exception:  # pragma: no cover - taxonomy always ships
+        return ""
+    c = CLASSES.get(str(cls))
+    return c.name if c else ""
+
+
+def family_of(cls: str) -> str:
+    return str(cls)[:5] if str(cls).startswith("C-") else ""
+
+
+def signature_code(r: Mapping[str, Any]) -> str:
+    sig = r.get("signature") or {}
+    v = r.get("violation") or {}
+    return str((sig.get("code") if isinstance(sig, Mapping) else None) or v.get("code") or "")
+
+
+def signature_quantities(r: Mapping[str, Any]) -> dict:
+    sig = r.get("signature") or {}
+    if not isinstance(sig, Mapping):
+        return {}
+    return {k: v for k, v in sig.items() if k not in ("code", "details", "summary")}
+
+
+def case_rows(r: Mapping[str, Any]) -> list[dict]:
+    """The per-case rows a protocol left in ``details["cases"]`` (maybe none)."""
+    details = r.get("details") or {}
+    rows = details.get("cases") if isinstance(details, Mapping) else None
+    if not isinstance(rows, list):
+        return []
+    return [row for row in rows if isinstance(row, Mapping)]
+
+
+def reduction_length(op: str, shape: Any) -> Optional[int]:
+    """The op's reduction length at ``shape`` (None when unknown or not a reduction)."""
+    if not isinstance(shape, Mapping):
+        return None
+    try:
+        from ..ops import get_op
+        o = get_op(op)
+        if not o.reduction:
+            return None
+        return int(o.reduction_length(o.full_shape(shape)))
+    except Exception:
+        return None
+
+
+def first(mapping: Mapping[str, Any], keys: Iterable[str]) -> Any:
+    for k in keys:
+        if k in mapping and mapping[k] is not None:
+            return mapping[k]
+    return None

@@ -1,0 +1,147 @@
+"""Certification: certify and verify-certificate round-trip; a tampered certificate
+or a changed kernel is rejected; --rerun reproduces the verdicts."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kcontract.certify import (LEVELS, achieved_level, content_hash, level_classes,
+                               verify_certificate)
+from kcontract.errors import UsageError
+
+TESTS = Path(__file__).parent
+CORRECT = TESTS / "kernels" / "correct_numpy.py"
+COERCING = TESTS.parent / "examples" / "dispute" / "stack_b.py"
+
+
+def test_levels_nest_and_cover_the_families():
+    assert set(LEVELS[1]) == {"C-EXC-01", "C-EXC-02", "C-CMP-03"}
+    assert set(LEVELS[1]) < set(LEVELS[2]) < set(LEVELS[3])
+    assert {c for c in LEVELS[2] if c.startswith("C-PRC")} == {f"C-PRC-0{i}" for i in range(1, 5)}
+    from kcontract.classes import CLASSES
+    assert set(LEVELS[3]) == set(CLASSES)
+    with pytest.raises(UsageError):
+        level_classes(4)
+
+
+def test_achieved_level():
+    v = [{"contract": "C-EXC-01", "verdict": "pass"}, {"contract": "C-PRC-01", "verdict": "violation"},
+         {"contract": "C-ORD-02", "verdict": "skipped"}]
+    assert achieved_level(v, 3) == 1
+    v[1]["verdict"] = "pass"
+    assert achieved_level(v, 3) == 3 and achieved_level(v, 2) == 2
+    v[0]["verdict"] = "error"
+    assert achieved_level(v, 3) == 0
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory):
+    """A conforming kernel (a copy, so the test can edit it), certified at level 2."""
+    from click.testing import CliRunner
+    from kcontract.cli import main
+    d = tmp_path_factory.mktemp("cert")
+    shutil.copy(CORRECT, d / "kern.py")
+    out = d / "out" / "cert.json"
+    res = CliRunner().invoke(main, ["certify", f"{d / 'kern.py'}:matmul", "--op", "matmul",
+                                    "--dtype", "float32", "--level", "2", "--out", str(out),
+                                    "--declare", "accumulate=float32", "--seed", "3"])
+    return d, out, res
+
+
+def test_certify_writes_a_certificate(certified):
+    d, out, res = certified
+    assert res.exit_code == 0, res.output
+    assert "certified at level 2" in res.output
+    cert = json.loads(out.read_text())
+    assert cert["schema"] == "kcontract.certificate/1" and cert["certified"] is True
+    assert cert["level"] == 2 and cert["level_achieved"] == 2
+    assert cert["kernel"]["sha256"] and cert["kernel"]["spec"].endswith("kern.py:matmul")
+    assert cert["suite_version"] and cert["environment"]["cpu"]
+    assert cert["claims"]["accumulate"] == "float32" and cert["declare"] == {"accumulate": "float32"}
+    assert cert["seed"] == 3
+    assert cert["verdicts"] and all(v["verdict"] in ("pass", "skipped") for v in cert["verdicts"])
+    assert {v["contract"] for v in cert["verdicts"]} <= set(LEVELS[2])
+    assert any(v["contract"].startswith("C-PRC") for v in cert["verdicts"])
+    assert cert["content_hash"] == content_hash(cert)
+    html = (d / "out" / "cert.html").read_text()
+    assert cert["content_hash"] in html and "certified" in html
+
+
+def test_verify_round_trip_and_rerun(certified, run_cli):
+    d, out, _ = certified
+    code, text, _ = run_cli("verify-certificate", out)
+    assert code == 0 and "certificate verified" in text
+    assert "kernel source" in text and "sha256 matches" in text
+    code, text, _ = run_cli("verify-certificate", out, "--rerun")
+    assert code == 0, text
+    assert "verdicts reproduced on this machine" in text
+
+
+def test_reformatting_keeps_the_hash(certified, tmp_path):
+    _, out, _ = certified
+    cert = json.loads(out.read_text())
+    again = tmp_path / "c.json"
+    again.write_text(json.dumps(dict(reversed(list(cert.items())))))  # other order, no indent
+    assert verify_certificate(str(again)).checks[0].ok is True
+
+
+def test_a_tampered_certificate_is_rejected(certified, run_cli, tmp_path):
+    _, out, _ = certified
+    cert = json.loads(out.read_text())
+    cert["verdicts"][0]["verdict"] = "violation"  # edit a verdict
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(cert, indent=2))
+    code, text, _ = run_cli("verify-certificate", bad)
+    assert code == 1
+    assert "modified after it was issued" in text and "REJECTED" in text
+    cert = json.loads(out.read_text())
+    cert["level"] = 3  # or claim more than was certified
+    bad.write_text(json.dumps(cert))
+    assert run_cli("verify-certificate", bad)[0] == 1
+
+
+def test_a_changed_kernel_is_rejected(certified, run_cli, tmp_path):
+    d, out, _ = certified
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(out, moved / "cert.json")
+    shutil.copy(d / "kern.py", moved / "kern.py")
+    with open(moved / "kern.py", "a") as fh:
+        fh.write("\n# edited\n")
+    code, text, _ = run_cli("verify-certificate", moved / "cert.json", "--kernel",
+                            f"{moved / 'kern.py'}:matmul")
+    assert code == 1 and "the kernel changed since" in text
+
+
+def test_unreachable_kernel_is_not_a_failure(certified, tmp_path):
+    _, out, _ = certified
+    cert = json.loads(out.read_text())
+    cert["kernel"]["spec"] = "/nowhere/kern.py:matmul"
+    cert["kernel"]["file"] = "nothere.py"
+    cert["content_hash"] = content_hash(cert)
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cert))
+    ver = verify_certificate(str(p))
+    assert ver.ok and [c.ok for c in ver.checks] == [True, None]
+
+
+def test_a_violating_kernel_is_not_certified(run_cli, tmp_path):
+    out = tmp_path / "c.json"
+    code, text, _ = run_cli("certify", f"{COERCING}:matmul", "--op", "matmul", "--dtype",
+                            "float32", "--level", "2", "--out", out)
+    assert code == 1 and "not certified at level 2" in text
+    cert = json.loads(out.read_text())
+    assert cert["certified"] is False and cert["level_achieved"] < 2
+    assert any(v["contract"] == "C-PRC-01" and v["verdict"] == "violation" for v in cert["verdicts"])
+    assert run_cli("verify-certificate", out)[0] == 0  # an honest "not certified" is intact
+
+
+def test_usage_errors(run_cli, tmp_path):
+    assert run_cli("certify", f"{CORRECT}:matmul", "--op", "matmul", "--dtype", "float32",
+                   "--level", "7", "--out", tmp_path / "c.json")[0] == 2
+    assert run_cli("verify-certificate", tmp_path / "missing.json")[0] == 2
+    (tmp_path / "x.json").write_text("not json")
+    assert run_cli("verify-certificate", tmp_path / "x.json")[0] == 2
+    (tmp_path / "y.json").write_text('{"schema": "something/else"}')
+    assert run_cli("verify-certificate", tmp_path / "y.json")[0] == 1
