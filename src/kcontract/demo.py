@@ -1,4 +1,5 @@
-"""``kcontract demo``: the three case studies and the calibration of the suite."""
+"""``kcontract demo``: the case studies, a dispute between two stacks, and the calibration
+of the suite."""
 from __future__ import annotations
 
 import json
@@ -53,6 +54,11 @@ CASE_STUDIES = (
 )
 
 
+#: (op, contract class, the side at fault) of the dispute in examples/dispute
+DISPUTES = (("matmul", "C-PRC-01", "stack B"), ("embedding", "C-EXC-02", "stack A"),
+            ("sum", "C-PRC-01", None))
+
+
 def examples_dir() -> Path:
     for cand in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
         if (cand / "precision_coercion").is_dir():
@@ -103,6 +109,8 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         style = "green" if as_expected else "bold red"
         console.print(Text(f"  diagnosis: {diagnosis(run)}", style=style))
         console.print()
+    console.print(Rule("[bold]a dispute between two stacks: who is right?"))
+    ok &= run_dispute(base, out_dir, console)
     if calibration:
         from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
         console.print(Rule("[bold]calibration of the normative suite"))
@@ -116,8 +124,36 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
     console.print(Rule())
     n_ok = sum(1 for _, _, good in summary if good)
     console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
-    console.print(f"reports written to {out_dir}/ (one JSON and HTML per case study"
+    console.print(f"reports written to {out_dir}/ (one JSON and HTML per case study and dispute"
                   + (", calibration.json/.html)" if calibration else ")"))
+    return ok
+
+
+def run_dispute(base: Path, out_dir: Path, console: Console) -> bool:
+    """Record each op on the two emulated stacks of examples/dispute, arbitrate each pair
+    and say who is at fault; True when every verdict names the expected side."""
+    from .arbitrate import arbitrate, record
+    ok = True
+    for op, cls, expected in DISPUTES:
+        recs = [record(f"{base / 'dispute' / f'stack_{side}.py'}:{op}", op=op, dtype="float32",
+                       classes=[cls]) for side in ("a", "b")]
+        arb = arbitrate(recs[0], recs[1], labels=("stack A", "stack B"))
+        data = arb.to_json()
+        with open(out_dir / f"dispute-{op}.json", "w") as fh:
+            json.dump(data, fh, indent=2)
+        if _has_reports():
+            from .report.html import render_arbitration_html
+            (out_dir / f"dispute-{op}.html").write_text(render_arbitration_html(data),
+                                                        encoding="utf-8")
+        at_fault = data.get("violators") or []
+        as_expected = at_fault == ([expected] if expected else [])
+        ok &= as_expected
+        findings = [d["statement"] for d in data.get("disagreements", [])] or ["the stacks agree"]
+        console.print(Text(f"{op}: {', '.join(at_fault) or 'neither stack'} at fault",
+                           style="bold"))
+        for f in findings:
+            console.print(Text(f"  {f}", style="green" if as_expected else "bold red"))
+        console.print()
     return ok
 
 
