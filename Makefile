@@ -27,7 +27,7 @@ demo: $(DEMO_STAMP)
 	$(BIN)/kcontract demo --out out/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q
+	KCONTRACT_REQUIRE_TORCH=1 $(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

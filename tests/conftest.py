@@ -11,6 +11,15 @@ TESTS = Path(__file__).parent
 KERNELS = TESTS / "kernels"
 
 
+def pytest_configure(config):
+    # `make test` sets this: there the tests that need torch must run, never be skipped
+    if os.environ.get("KCONTRACT_REQUIRE_TORCH"):
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise pytest.UsageError(f"KCONTRACT_REQUIRE_TORCH is set but torch does not import: {exc}")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("store") / "results.db"

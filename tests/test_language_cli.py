@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-cli = pytest.importorskip("kcontract.cli")
-from click.testing import CliRunner  # noqa: E402
+from click.testing import CliRunner
 
-from kcontract.language import contract_schema, registry  # noqa: E402
-from kcontract.language.vocabulary import registered_protocols  # noqa: E402
+from kcontract import cli
+
+from kcontract.language import contract_schema, registry
+from kcontract.language.vocabulary import registered_protocols
 
 MALFORMED = Path(__file__).parent / "malformed"
 
