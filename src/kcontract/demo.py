@@ -110,7 +110,8 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         console.print(Text(f"  diagnosis: {diagnosis(run)}", style=style))
         console.print()
     console.print(Rule("[bold]a dispute between two stacks: who is right?"))
-    ok &= run_dispute(base, out_dir, console)
+    disputes_ok = run_dispute(base, out_dir, console)
+    ok &= disputes_ok
     if calibration:
         from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
         console.print(Rule("[bold]calibration of the normative suite"))
@@ -124,6 +125,8 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
     console.print(Rule())
     n_ok = sum(1 for _, _, good in summary if good)
     console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
+    console.print("disputes: " + ("each settled against the expected stack" if disputes_ok else
+                                  "NOT all settled as expected (see above)"))
     console.print(f"reports written to {out_dir}/ (one JSON and HTML per case study and dispute"
                   + (", calibration.json/.html)" if calibration else ")"))
     return ok
