@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from kcontract.check.calibrate import calibrate_contract
 from kcontract.check.runner import check
 from kcontract.classes.compiler import build_atoms, closest_predicate, hypotheses, separating
 from kcontract.ops import get_op
 from kcontract.suite import get_contract, load_suite
+
+from suite_helpers import assert_soundly_calibrated
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "reward_hacked" / "kernel.py"
@@ -36,10 +37,8 @@ def test_the_family_has_its_fourteen_contracts():
 
 @pytest.mark.parametrize("contract_id", CMP_IDS)
 def test_calibration_is_sound(contract_id):
-    cal = calibrate_contract(get_contract(contract_id))
-    assert cal.sound, cal.to_json()
-    bad = next(c for c in cal.cells if c.role == "bad")
-    assert bad.code.startswith(get_contract(contract_id).cls + "."), bad.code
+    # C-CMP-03 tells a stale output from a shape-specialised one: either code is its own
+    assert_soundly_calibrated(contract_id, any_code_of_the_class=True)
 
 
 # -- C-CMP-01 --------------------------------------------------------------------------------

@@ -15,13 +15,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kcontract.check.calibrate import calibrate_contract
 from kcontract.check.runner import check
 from kcontract.classes.exceptional import (classify_rows, describe_side, oob_values,
                                            policy_reference, value_class)
 from kcontract.language.loader import load_contracts
 from kcontract.ops import get_op
 from kcontract.suite import CONTRACTS_DIR
+
+from suite_helpers import assert_soundly_calibrated, run_one as run_suite_contract
 
 ROOT = Path(__file__).resolve().parents[1]
 EXC_IDS = sorted(p.stem for p in CONTRACTS_DIR.glob("exc*.yaml"))
@@ -32,11 +33,9 @@ def contract(cid: str):
     return load_contracts(str(CONTRACTS_DIR / f"{cid}.yaml"))[0]
 
 
-def run_one(cid: str, fn: str, dtype: str = "float32", *, in_process: bool = True, **kw):
-    c = contract(cid)
-    run = check(f"{HERE}:{fn}", op=c.op, dtype=dtype, contracts=[c], in_process=in_process, **kw)
-    assert len(run.results) == 1
-    return run.results[0]
+def run_one(cid: str, fn: str, dtype: str = "float32", **kw):
+    """``fn``, a kernel defined in this file, against the contract ``cid``."""
+    return run_suite_contract(cid, f"{HERE}:{fn}", dtype, **kw)
 
 
 # -- kernels: C-EXC-01 --------------------------------------------------------------------------
@@ -241,14 +240,7 @@ def test_the_family_is_complete():
 
 @pytest.mark.parametrize("cid", EXC_IDS)
 def test_calibration_is_sound(cid):
-    c = contract(cid)
-    cal = calibrate_contract(c)
-    cells = {cell.role: cell for cell in cal.cells}
-    detail = "; ".join(f"{r}: basic={x.basic} ({x.basic_note}) verdict={x.verdict} {x.message}"
-                       for r, x in cells.items())
-    assert cal.sound, f"{cid} calibration unsound: {cal.error} {detail}"
-    assert cells["bad"].code == f"{c.cls}.{c.signature.code}"
-    assert cal.seconds < 15, f"{cid} calibration took {cal.seconds:.1f}s"
+    assert_soundly_calibrated(cid)
 
 
 # -- C-EXC-01 signatures -------------------------------------------------------------------------

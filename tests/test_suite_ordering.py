@@ -7,12 +7,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from kcontract.check.calibrate import calibrate_contract
 from kcontract.check.runner import check
 from kcontract.classes.ordering import arrangements, diff_pattern, schedules
 from kcontract.errors import UsageError
 from kcontract.language.loader import load_contracts
 from kcontract.suite import CONTRACTS_DIR
+
+from suite_helpers import assert_soundly_calibrated, run_one
 
 ORD_IDS = sorted(p.stem for p in CONTRACTS_DIR.glob("ord*.yaml"))
 HERE = __file__
@@ -21,14 +22,6 @@ SUITE = "kcontract.suite.kernels"
 
 def contract(cid: str):
     return load_contracts(str(CONTRACTS_DIR / f"{cid}.yaml"))[0]
-
-
-def run_one(cid: str, kernel: str, dtype: str = "float32", **kw):
-    """Check one ORD contract in-process (fast) and return its result."""
-    c = contract(cid)
-    run = check(kernel, op=c.op, dtype=dtype, contracts=[c], in_process=True, **kw)
-    assert len(run.results) == 1
-    return run.results[0]
 
 
 def test_the_family_is_complete():
@@ -57,14 +50,7 @@ def test_the_family_is_complete():
 
 @pytest.mark.parametrize("cid", ORD_IDS)
 def test_calibration_is_sound(cid):
-    c = contract(cid)
-    cal = calibrate_contract(c)
-    cells = {cell.role: cell for cell in cal.cells}
-    detail = "; ".join(f"{r}: basic={x.basic} ({x.basic_note}) verdict={x.verdict} {x.message}"
-                       for r, x in cells.items())
-    assert cal.sound, f"{cid} calibration unsound: {cal.error} {detail}"
-    assert cells["bad"].code == f"{c.cls}.{c.signature.code}"
-    assert cal.seconds < 15, f"{cid} calibration took {cal.seconds:.1f}s"
+    assert_soundly_calibrated(cid)
 
 
 # -- purpose-built kernels (loaded from this file by the checker) ---------------------------

@@ -10,7 +10,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kcontract.check.calibrate import calibrate_contract
 from kcontract.check.runner import check
 from kcontract.classes.fingerprint import (estimate_bits, fingerprint_attention, fingerprint_matmul,
                                            fingerprint_sum, identify_rounding, predict_single,
@@ -20,6 +19,8 @@ from kcontract.language.loader import load_contracts
 from kcontract.suite import CONTRACTS_DIR
 from kcontract.suite.kernels import prc_recipes as R
 
+from suite_helpers import assert_soundly_calibrated, run_one
+
 ROOT = Path(__file__).resolve().parents[1]
 PRC_IDS = sorted(p.stem for p in CONTRACTS_DIR.glob("prc*.yaml"))
 RECIPES_MOD = "kcontract.suite.kernels.prc_recipes"
@@ -27,14 +28,6 @@ RECIPES_MOD = "kcontract.suite.kernels.prc_recipes"
 
 def contract(cid: str):
     return load_contracts(str(CONTRACTS_DIR / f"{cid}.yaml"))[0]
-
-
-def run_one(cid: str, kernel: str, dtype: str = "float32", **kw):
-    """Check one PRC contract in-process (fast) and return its result."""
-    c = contract(cid)
-    run = check(kernel, op=c.op, dtype=dtype, contracts=[c], in_process=True, **kw)
-    assert len(run.results) == 1
-    return run.results[0]
 
 
 def test_the_family_is_complete():
@@ -54,14 +47,7 @@ def test_the_family_is_complete():
 
 @pytest.mark.parametrize("cid", PRC_IDS)
 def test_calibration_is_sound(cid):
-    c = contract(cid)
-    cal = calibrate_contract(c)
-    cells = {cell.role: cell for cell in cal.cells}
-    detail = "; ".join(f"{r}: basic={x.basic} ({x.basic_note}) verdict={x.verdict} {x.message}"
-                       for r, x in cells.items())
-    assert cal.sound, f"{cid} calibration unsound: {cal.error} {detail}"
-    assert cells["bad"].code == f"{c.cls}.{c.signature.code}"
-    assert cal.seconds < 15, f"{cid} calibration took {cal.seconds:.1f}s"
+    assert_soundly_calibrated(cid)
 
 
 # -- the precision fingerprint ---------------------------------------------------------------
