@@ -82,7 +82,26 @@ def test_unloadable_kernel_is_an_error_verdict(contract, tmp_path):
     bad = tmp_path / "broken.py"
     bad.write_text("raise ImportError('no such library')\n")
     res = check(f"{bad}:fn", op="matmul", dtype="float32", contracts=[contract]).results[0]
-    assert res.verdict.value == "error" and "no such library" in res.message
-    res = check(kernel("misbehaving.py", "nope"), op="matmul", dtype="float32",
-                contracts=[contract]).results[0]
-    assert res.verdict.value == "error" and "nope" in res.message
+    assert res.verdict.value == "error" and "ImportError: no such library" in res.message
+    assert res.signature["code"] == "kernel.load"
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["isolated", "in-process"])
+@pytest.mark.parametrize("spec,says", [
+    ("no_such_file.py:f", "no such kernel file"),
+    ("KERNELS/misbehaving.py:no_such_function", "has no attribute 'no_such_function'"),
+    ("KERNELS/misbehaving.py", "kernel must be"),
+])
+def test_a_spec_that_names_no_kernel_is_a_usage_error(contract, spec, says, in_process):
+    from conftest import KERNELS
+    from kcontract.errors import UsageError
+    with pytest.raises(UsageError, match=says):
+        check(spec.replace("KERNELS", str(KERNELS)), op="matmul", dtype="float32",
+              contracts=[contract], in_process=in_process)
+
+
+def test_cli_exit_code_for_a_missing_kernel(run_cli, tmp_path):
+    code, out, err = run_cli("check", tmp_path / "absent.py:f", "--op", "matmul", "--dtype",
+                             "float32", "--no-store")
+    assert code == 2
+    assert "no such kernel file" in err

@@ -85,6 +85,9 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
         else:
             info = handle.info
     except KernelLoadError as exc:
+        if exc.spec_error:
+            # no such file or function: the command is wrong, not the kernel
+            raise UsageError(str(exc)) from None
         for c in chosen:
             run.results.append(ContractResult(contract=c.cls, id=c.id, verdict=Status.ERROR,
                                               message=str(exc), signature={"code": "kernel.load"}))

@@ -93,7 +93,13 @@ def safe_loads(data: bytes):
 
 
 class KernelLoadError(Exception):
-    """The kernel could not be imported (its module raised, or no such function)."""
+    """The kernel could not be imported (its module raised, or no such function).
+    ``spec_error``: the spec names nothing callable (no such file or function), a usage
+    mistake rather than a fault of the kernel."""
+
+    def __init__(self, message: str, *, spec_error: bool = False):
+        super().__init__(message)
+        self.spec_error = spec_error
 
 
 class KernelProcess:
@@ -139,8 +145,11 @@ class KernelProcess:
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
             self.close()
-            raise KernelLoadError(f"cannot load kernel {self.kernel}: {payload.get('type', '')}"
-                                  f"{': ' if payload.get('type') else ''}{msg}")
+            kind = payload.get("type", "")
+            if kind == "KernelSpecError":
+                raise KernelLoadError(f"cannot load kernel {self.kernel}: {msg}", spec_error=True)
+            raise KernelLoadError(f"cannot load kernel {self.kernel}: {kind}{': ' if kind else ''}"
+                                  f"{msg}")
         self.info = payload
         return payload
 
@@ -263,6 +272,9 @@ class InProcessKernel:
                                           "device": self.device, "cwd": os.getcwd(),
                                           "paths": self.paths})
         except Exception as exc:
+            from .worker import KernelSpecError
+            if isinstance(exc, KernelSpecError):
+                raise KernelLoadError(f"cannot load kernel {self.kernel}: {exc}", spec_error=True)
             raise KernelLoadError(f"cannot load kernel {self.kernel}: {type(exc).__name__}: {exc}")
         return self.info
 

@@ -43,15 +43,21 @@ FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
 MALLOC_PERTURB = "128"
 
 
+class KernelSpecError(ValueError):
+    """The kernel spec names nothing callable: a malformed spec, no such file, no such
+    attribute, or not callable (the user's mistake, not the kernel's)."""
+
+
 def resolve_kernel(spec: str):
     """``path/to/file.py:function`` or ``package.module:function`` -> (function, module file)."""
     if ":" not in spec:
-        raise ValueError(f"kernel must be 'path/to/file.py:function' or 'module:function', got {spec!r}")
+        raise KernelSpecError(f"kernel must be 'path/to/file.py:function' or 'module:function', "
+                              f"got {spec!r}")
     target, _, attr = spec.rpartition(":")
     if target.endswith(".py") or os.sep in target or "/" in target:
         path = os.path.abspath(target)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"no such kernel file: {target}")
+            raise KernelSpecError(f"no such kernel file: {target}")
         name = "kcontract_kernel_" + hashlib.sha1(path.encode()).hexdigest()[:10]
         mod_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(mod_spec)
@@ -63,10 +69,10 @@ def resolve_kernel(spec: str):
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise AttributeError(f"{target} has no attribute {attr!r}")
+            raise KernelSpecError(f"{target} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise TypeError(f"{spec} is not callable")
+        raise KernelSpecError(f"{spec} is not callable")
     return obj, module
 
 
