@@ -2,7 +2,9 @@
 
 Every floating-point format kcontract knows is one row of :data:`FORMATS`.  The
 numbers come from the formats' definitions (IEEE 754 binary64/32/16, bfloat16,
-TF32, OCP FP8 E4M3FN / E5M2); numpy or ml_dtypes supply the storage types.
+TF32, OCP FP8 E4M3FN / E5M2); numpy or ml_dtypes supply the storage types.  ml_dtypes
+is imported on first use of one of its types (importing it costs about half a second,
+which every isolated kernel process would otherwise pay for float32 work too).
 
 Rounding into a format (:func:`round_to`) is round-to-nearest-even, emulated in
 float64 where no native dtype exists (TF32), and done by the native cast otherwise.
@@ -13,7 +15,6 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
-import ml_dtypes
 import numpy as np
 
 from .errors import UsageError, did_you_mean
@@ -33,7 +34,9 @@ class Format:
     emax: int  # exponent of the largest finite number
     max: float
     has_inf: bool
-    storage: Optional[object]  # numpy dtype (None: emulated only, e.g. tf32)
+    #: numpy scalar type, or the name of an ml_dtypes type (imported on first use);
+    #: None: emulated only (tf32)
+    storage: Optional[object]
     short: str = ""
 
     @property
@@ -55,12 +58,15 @@ class Format:
 
     @property
     def bits(self) -> int:
-        return np.dtype(self.storage).itemsize * 8 if self.storage is not None else 19
+        return self.dtype.itemsize * 8 if self.storage is not None else 19
 
     @property
     def dtype(self) -> np.dtype:
         if self.storage is None:
             raise UsageError(f"{self.name} has no storage dtype (it is emulated only)")
+        if isinstance(self.storage, str):
+            import ml_dtypes
+            return np.dtype(getattr(ml_dtypes, self.storage))
         return np.dtype(self.storage)
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -74,10 +80,9 @@ FORMATS: dict[str, Format] = {
         Format("float32", 24, -126, 127, float(np.finfo(np.float32).max), True, np.float32, "fp32"),
         Format("tfloat32", 11, -126, 127, float(2.0**127 * (2 - 2.0**-10)), True, None, "tf32"),
         Format("float16", 11, -14, 15, 65504.0, True, np.float16, "fp16"),
-        Format("bfloat16", 8, -126, 127, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), True,
-               ml_dtypes.bfloat16, "bf16"),
-        Format("float8_e4m3fn", 4, -6, 8, 448.0, False, ml_dtypes.float8_e4m3fn, "fp8e4m3"),
-        Format("float8_e5m2", 3, -14, 15, 57344.0, True, ml_dtypes.float8_e5m2, "fp8e5m2"),
+        Format("bfloat16", 8, -126, 127, float(2.0**127 * (2 - 2.0**-7)), True, "bfloat16", "bf16"),
+        Format("float8_e4m3fn", 4, -6, 8, 448.0, False, "float8_e4m3fn", "fp8e4m3"),
+        Format("float8_e5m2", 3, -14, 15, 57344.0, True, "float8_e5m2", "fp8e5m2"),
     ]
 }
 
