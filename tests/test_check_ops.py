@@ -2,6 +2,7 @@
 every contract of the suite that applies; a plainly wrong kernel is flagged.
 The CLI's JSON and exit codes are exactly as specified."""
 import json
+import re
 
 import pytest
 
@@ -76,6 +77,7 @@ def test_cli_json_and_exit_codes(run_cli, tmp_path):
     (["--op", "matmul", "--dtype", "float32", "--framework", "jaxx"], "unknown framework"),
     (["--op", "matmul", "--dtype", "float32", "--contract", "C-PRC-99"], "unknown contract class"),
     (["--dtype", "float32"], "--op is required"),
+    (["--op", "matmul", "--dtype", "float32", "--seed", "lucky"], "integer or 'random'"),
 ])
 def test_cli_usage_errors_exit_2(run_cli, args, fragment):
     code, stdout, stderr = run_cli("check", kernel("correct_numpy.py", "matmul"), *args, "--no-store")
@@ -95,3 +97,21 @@ def test_list_and_explain(run_cli):
         assert part in out
     code, out, err = run_cli("explain", "C-PRC-0l")
     assert code == 2 and "did you mean" in err
+
+
+def test_cli_secret_seed_is_drawn_and_reported(run_cli, tmp_path):
+    """--seed random: inputs the kernel cannot know from the public seeds; the seed is
+    printed after the run and put in every reproduce line."""
+    seeds = []
+    for _ in range(2):
+        out = tmp_path / "run.json"
+        code, _, stderr = run_cli("check", kernel("wrong_numpy.py", "sum"), "--op", "sum",
+                                  "--dtype", "float32", "--contract", "C-PRC-01", "--seed",
+                                  "random", "--json", out, "--no-store")
+        assert code == 1
+        m = re.search(r"secret seed of this run: (\d+) \(rerun with --seed \1\)", stderr)
+        assert m, stderr
+        seeds.append(int(m.group(1)))
+        (r,) = json.loads(out.read_text())["results"]
+        assert r["reproduce"].endswith(f"--seed {seeds[-1]}")
+    assert seeds[0] != seeds[1]

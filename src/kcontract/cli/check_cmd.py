@@ -75,7 +75,9 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
 @click.option("--device", default="cpu", help="torch device string (cuda, mps, xpu, ...)")
 @click.option("--contract", "classes", multiple=True, help="contract class ID or contract id (repeatable); default: all that apply")
 @click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable), e.g. accumulate=float32")
-@click.option("--seed", default=0, type=int, help="added to every contract's seeds")
+@click.option("--seed", default="0", metavar="N|random",
+              help="added to every contract's seeds; 'random' draws a secret one for this run "
+                   "(printed afterwards, so a failure still reproduces)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run as JSON")
 @click.option("--report", "html", type=click.Path(dir_okay=False), help="write a self-contained HTML report")
 @click.option("--junit", type=click.Path(dir_okay=False), help="write JUnit XML")
@@ -95,6 +97,7 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     contract-file error.
     """
     declared = parse_declarations(declare)
+    seed, secret = parse_seed(seed)
     contracts = None
     prefix = None
     if kernel.endswith((".yaml", ".yml")):
@@ -135,7 +138,21 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
                     timeout=timeout, contracts=contracts, reproduce_prefix=prefix)
     emit_outputs(run, json_path=json_path, html=html, junit=junit, markdown=markdown,
                  store=store, no_store=no_store, quiet=quiet)
+    if secret:
+        click.echo(f"secret seed of this run: {seed} (rerun with --seed {seed})", err=True)
     sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
+
+
+def parse_seed(text) -> tuple[int, bool]:
+    """``--seed``: an integer, or ``random`` for a secret seed drawn for this run (the kernel
+    cannot know the inputs in advance from the suite's public seeds). (seed, secret)."""
+    if str(text).strip().lower() == "random":
+        import secrets
+        return secrets.randbelow(2**31 - 1) + 1, True
+    try:
+        return int(text), False
+    except ValueError:
+        raise UsageError(f"--seed must be an integer or 'random', not {text!r}") from None
 
 
 def _ops() -> str:
