@@ -105,3 +105,23 @@ def test_cli_exit_code_for_a_missing_kernel(run_cli, tmp_path):
                              "float32", "--no-store")
     assert code == 2
     assert "no such kernel file" in err
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_relayout_keeps_the_values_and_breaks_contiguity(framework, layout):
+    from kcontract.adapters import get_adapter
+    ad = get_adapter(framework)
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    idx = np.array([4, 0, 2], dtype=np.int64)
+    for arr in (x, idx):
+        view = ad.relayout(ad.to_native(arr, "cpu"), layout)
+        back, meta = ad.to_numpy(view)
+        np.testing.assert_array_equal(back, arr)
+        assert back.dtype == arr.dtype
+        if layout == "strided" or arr.ndim >= 2:
+            assert not meta["contiguous"], (layout, arr.shape, meta)
+    if layout == "strided":  # the gaps hold poison, not a copy of the data
+        view = ad.relayout(ad.to_native(x, "cpu"), layout)
+        base = view.base if framework == "numpy" else view._base
+        assert np.isnan(np.asarray(base)).sum() == x.size

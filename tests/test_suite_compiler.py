@@ -189,3 +189,41 @@ def test_predicate_search_on_synthetic_observations():
     texts = [h.text for h in hypotheses(atoms, obs)]
     assert any("N == 1" in t and "R" in t for t in texts), texts
     assert closest_predicate(atoms, obs)[1] == 0
+
+
+# -- C-CMP-03: memory layouts ----------------------------------------------------------------
+
+STRIDES = Path(__file__).parent / "kernels" / "strides.py"
+
+
+@pytest.mark.parametrize("fn,cid,framework", [
+    ("matmul_ignores_strides", "cmp03-matmul", "numpy"),
+    ("softmax_ignores_strides", "cmp03-softmax", "numpy"),
+    ("torch_matmul_ignores_strides", "cmp03-matmul", "torch"),
+])
+def test_a_kernel_that_ignores_strides_is_layout_specialised(fn, cid, framework):
+    c = get_contract(cid)
+    res = check(f"{STRIDES}:{fn}", op=c.op, dtype="float32", contracts=[c],
+                framework=framework).results[0]
+    assert res.verdict.value == "violation", res.message
+    assert res.signature["code"] == "C-CMP-03.layout-specialised"
+    # right at every shape with contiguous inputs: only the layout is at fault
+    h_pass, _, h_all = res.signature["heldout_pass_rate"].partition(" of ")
+    assert h_pass == h_all and res.signature["benchmark_pass_rate"] == "1 of 1"
+    assert res.signature["layouts"] == {"transposed": "fail", "strided": "fail"}
+    assert "reads memory as if every input were contiguous" in res.message
+    assert "layout=" in res.violation.case.describe()
+
+
+def test_a_kernel_that_raises_on_views_is_layout_specialised():
+    res = _one(f"{STRIDES}:matmul_rejects_views", "cmp03-matmul")
+    assert res.verdict.value == "violation", res.message
+    assert res.signature["code"] == "C-CMP-03.layout-specialised"
+    assert res.message.startswith("fails when the inputs are transposed and strided views")
+    assert "inputs must be contiguous" in res.message
+
+
+def test_honest_kernel_conforms_on_views():
+    res = _one(f"{STRIDES}:matmul_honest", "cmp03-matmul")
+    assert res.verdict.value == "pass", res.message
+    assert "inputs as transposed and strided views" in res.message

@@ -51,9 +51,13 @@ class ReplayError(UsageError):
 
 # -- call keys -------------------------------------------------------------------------
 
-def call_key(args: Sequence[Any], kwargs: Optional[Mapping[str, Any]] = None) -> str:
-    """sha256 over the arguments' dtypes, shapes and bytes, and the keyword arguments."""
+def call_key(args: Sequence[Any], kwargs: Optional[Mapping[str, Any]] = None,
+             layout: Optional[str] = None) -> str:
+    """sha256 over the arguments' dtypes, shapes and bytes, the keyword arguments and the
+    memory layout the inputs were given in (if not contiguous)."""
     h = hashlib.sha256()
+    if layout:
+        h.update(f"layout={layout}|".encode())
     for a in args:
         arr = np.ascontiguousarray(np.asarray(a))
         h.update(f"{arr.dtype.name}|{arr.shape}|".encode())
@@ -113,10 +117,11 @@ class RecordingHandle(_Attributing):
 
     def call(self, args, kwargs=None, **kw) -> CallResult:
         res = self.inner.call(args, kwargs, **kw)
+        layout = kw.get("layout")
         stored = CallResult(status=res.status, out=None if res.out is None else np.array(res.out),
                             meta=dict(res.meta or {}), flags=list(res.flags or []),
                             error=res.error, error_type=res.error_type, seconds=res.seconds)
-        self._note(call_key(args, kwargs), stored)
+        self._note(call_key(args, kwargs, layout), stored)
         return res
 
     def __getattr__(self, name):  # restarts, output_tail, ... of the real handle
@@ -148,8 +153,8 @@ class ReplayHandle(_Attributing):
     def output_tail(self, n: int = 2000) -> str:
         return ""
 
-    def call(self, args, kwargs=None, **_) -> CallResult:
-        key = call_key(args, kwargs)
+    def call(self, args, kwargs=None, *, layout=None, **_) -> CallResult:
+        key = call_key(args, kwargs, layout)
         recorded = self._by_key.get(key)
         n = self._seen[key]
         if not recorded:

@@ -34,6 +34,16 @@ class Adapter:
     def is_array(self, value: Any) -> bool:
         raise NotImplementedError
 
+    #: memory layouts an input can be given in besides the contiguous one (C-CMP-03)
+    LAYOUTS = ("transposed", "strided")
+
+    def relayout(self, x: Any, layout: str) -> Any:
+        """The same values as ``x`` in another memory layout: ``transposed`` (the last two
+        axes stored column-major), ``strided`` (every other element of a buffer twice as
+        wide along the last axis, the gaps poisoned with NaN, or the largest integer).
+        Arrays with too few axes for a layout come back unchanged."""
+        raise NotImplementedError
+
     def state(self) -> dict:
         """Process-wide numeric state a kernel could flip (compared before/after a call)."""
         return {"numpy_errstate": dict(np.geterr()), "ftz": flush_to_zero_active()}

@@ -15,6 +15,19 @@ class NumpyAdapter(Adapter):
             raise UsageError(f"--framework numpy runs on the cpu only, not on {device!r}")
         return np.array(arr, copy=True)
 
+    def relayout(self, x, layout):
+        if layout == "contiguous" or not isinstance(x, np.ndarray) or x.ndim == 0:
+            return x
+        if layout == "transposed":
+            return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2) if x.ndim >= 2 else x
+        if layout == "strided":
+            buf = np.empty(x.shape[:-1] + (2 * x.shape[-1],), dtype=x.dtype)
+            buf.fill(np.iinfo(x.dtype).max if x.dtype.kind in "iu" else np.nan)
+            view = buf[..., ::2]
+            view[...] = x
+            return view
+        raise ValueError(f"unknown layout {layout!r}")
+
     def is_array(self, value):
         return isinstance(value, np.ndarray) or isinstance(value, np.generic)
 

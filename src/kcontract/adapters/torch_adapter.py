@@ -38,6 +38,22 @@ class TorchAdapter(Adapter):
             t = torch.from_numpy(arr.copy())
         return t.to(device)
 
+    def relayout(self, x, layout):
+        torch = _torch()
+        if layout == "contiguous" or not isinstance(x, torch.Tensor) or x.dim() == 0:
+            return x
+        if layout == "transposed":
+            return x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x
+        if layout == "strided":
+            fill = (torch.iinfo(x.dtype).max if not (x.dtype.is_floating_point or x.dtype.is_complex)
+                    else float("nan"))
+            buf = torch.full(tuple(x.shape[:-1]) + (2 * x.shape[-1],), fill, dtype=x.dtype,
+                             device=x.device)
+            view = buf[..., ::2]
+            view.copy_(x)
+            return view
+        raise ValueError(f"unknown layout {layout!r}")
+
     def is_array(self, value):
         return isinstance(value, _torch().Tensor)
 

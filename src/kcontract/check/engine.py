@@ -185,13 +185,15 @@ class Context:
                     yield self.case(shape, family, trial), self.inputs(shape, family, trial)
 
     # -- calling the kernel ---------------------------------------------------------
-    def call(self, inputs: Mapping[str, np.ndarray], kwargs: Optional[dict] = None) -> CallResult:
-        """Call the kernel; failures come back as data."""
+    def call(self, inputs: Mapping[str, np.ndarray], kwargs: Optional[dict] = None, *,
+             layout: Optional[str] = None) -> CallResult:
+        """Call the kernel; failures come back as data.  ``layout``: give the kernel its
+        inputs in that memory layout (``transposed``, ``strided``; the same values)."""
         args = [inputs[name] for name in self.op.inputs]
         kw = self.kwargs() if kwargs is None else kwargs
         kw = self._accepted(kw)
         t0 = time.perf_counter()
-        res = self.kernel.call(args, kw)
+        res = self.kernel.call(args, kw, layout=layout) if layout else self.kernel.call(args, kw)
         self.timings["call"] += time.perf_counter() - t0
         self.timings["kernel"] += float(res.seconds or 0.0)
         self.cases += 1
@@ -205,9 +207,10 @@ class Context:
         return {k: v for k, v in kw.items() if k in accepts}
 
     def run(self, inputs: Mapping[str, np.ndarray], case: Case,
-            kwargs: Optional[dict] = None, *, out_shape: Optional[tuple] = None) -> np.ndarray:
+            kwargs: Optional[dict] = None, *, out_shape: Optional[tuple] = None,
+            layout: Optional[str] = None) -> np.ndarray:
         """Call the kernel and validate its output; failures raise :class:`KernelFailure`."""
-        res = self.call(inputs, kwargs)
+        res = self.call(inputs, kwargs, layout=layout)
         return self.validate(res, case, inputs, out_shape=out_shape)
 
     def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],

@@ -234,14 +234,15 @@ class KernelProcess:
         return f"worker exited with status {code}"
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
-             timeout: Optional[float] = None) -> CallResult:
+             timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
         if self.proc is None or self.proc.poll() is not None:
             self.close()
             self.start()
             self.restarts += 1
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
         status, payload = self._request(("call", {"args": list(args), "kwargs": kwargs or {},
-                                                  "poison": poison, "poison_bytes": nbytes}),
+                                                  "poison": poison, "poison_bytes": nbytes,
+                                                  "layout": layout}),
                                         timeout or self.timeout)
         res = CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),
                          flags=list(payload.get("flags", [])), error=payload.get("message")
@@ -291,10 +292,10 @@ class InProcessKernel:
     def output_tail(self, n: int = 2000) -> str:
         return ""
 
-    def call(self, args, kwargs=None, *, poison=True, timeout=None) -> CallResult:
+    def call(self, args, kwargs=None, *, poison=True, timeout=None, layout=None) -> CallResult:
         try:
             status, payload = self.worker.call({"args": list(args), "kwargs": kwargs or {},
-                                                "poison": poison})
+                                                "poison": poison, "layout": layout})
         except Exception as exc:
             return CallResult(status="raised", error=str(exc), error_type=type(exc).__name__)
         return CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),

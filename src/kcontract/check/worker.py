@@ -249,6 +249,8 @@ class Worker:
         arrays = payload["args"]
         kwargs = payload.get("kwargs") or {}
         natives = [ad.to_native(a, self.device) for a in arrays]
+        if payload.get("layout"):
+            natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n for n in natives]
         out, seconds, flags = self.invoke(natives, kwargs, payload)
         return self.inspect(out, arrays, natives, flags, seconds)
 

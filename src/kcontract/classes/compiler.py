@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context, KernelFailure
+from ..errors import UsageError
 from ..formats import get_format, round_to
 from ..language.registry import detector, protocol
 from ..ops._math import gelu, gelu_tanh, softmax
@@ -475,22 +476,29 @@ class ShapeResult:
     digests: list = field(default_factory=list)
     #: the failure is explained by a stale output (identical to a later call's on other inputs)
     stale: bool = False
+    #: the inputs' memory layout when not contiguous (role "layout")
+    layout: str = ""
 
     def describe(self, op) -> str:
-        return describe(op, self.shape)
+        where = describe(op, self.shape)
+        return f"{where} ({self.layout} inputs)" if self.layout else where
 
 
-def _run_shape(ctx: Context, shape: dict, role: str, history: list, keys=()) -> ShapeResult:
-    res = ShapeResult(dict(shape), role)
+def _run_shape(ctx: Context, shape: dict, role: str, history: list, keys=(),
+               layout: str = "") -> ShapeResult:
+    res = ShapeResult(dict(shape), role, layout=layout)
     for family in ctx.protocol.families:
         for trial in range(ctx.protocol.trials):
-            case = ctx.case(shape, family, trial, **({"probe": True} if role == "probe" else {}))
+            extra = {"probe": True} if role == "probe" else {}
+            if layout:
+                extra["layout"] = layout
+            case = ctx.case(shape, family, trial, **extra)
             inputs = ctx.inputs(shape, family, trial, *keys)
             ref, x = ctx.reference(inputs)
             if not ctx.precondition_holds(case, inputs, ref, x):
                 continue
             try:
-                out = ctx.run(inputs, case)
+                out = ctx.run(inputs, case, layout=layout or None)
             except KernelFailure as fail:
                 if _is_integrity(fail):
                     raise
@@ -547,11 +555,14 @@ def _freshness(ctx: Context, shape: dict, history: list) -> tuple[list[dict], li
     return stale, comps
 
 
-@protocol("shapes", params={"probes": (int, 8), "freshness": (bool, True), "kwargs": (dict, {})},
+@protocol("shapes", params={"probes": (int, 8), "freshness": (bool, True), "kwargs": (dict, {}),
+                            "layouts": (list, ["transposed", "strided"])},
           description="the benchmarked shape and the held-out shape class (the op's shape_class "
                       "plus the contract's shapes), a raise or a wrong output shape counting as a "
-                      "failing shape; then a freshness check at the benchmarked shape; the "
-                      "detector may probe up to `probes` more shapes")
+                      "failing shape; then a freshness check at the benchmarked shape, and the "
+                      "benchmarked shape again with its inputs given as non-contiguous views "
+                      "(`layouts`: transposed, strided); the detector may probe up to `probes` "
+                      "more shapes")
 def shapes(ctx: Context):
     t0 = time.perf_counter()
     op = ctx.op
@@ -584,25 +595,47 @@ def shapes(ctx: Context):
         if not r.passed and r.failure is None and stale_digests.intersection(r.digests):
             r.stale = True
     failing = [r for r in results if not r.passed and not r.stale]
-    comps = [c for r in results for c in r.comps]
+    # the same shape, its inputs as non-contiguous views: a kernel that reads memory as if
+    # every input were contiguous is right at every shape and wrong here
+    layouts: list[ShapeResult] = []
+    if results[0].passed:
+        for lay in ctx.param("layouts", ["transposed", "strided"]) or ():
+            if lay not in ("transposed", "strided"):
+                raise UsageError(f"{ctx.contract.id}: unknown layout {lay!r} (transposed, strided)")
+            layouts.append(_run_shape(ctx, bench, "layout", [], keys=("layout", lay), layout=lay))
+    bad_layouts = [r for r in layouts if not r.passed]
+    comps = [c for r in results + layouts for c in r.comps]
     rows = summarize(comps + fresh_comps)
     details = {"cases": rows, "shapes": [{"shape": r.describe(op), "role": r.role, "passed": r.passed,
-                                          "reason": r.reason} for r in results]}
-    if not failing and not stale:
-        n_fresh = " and fresh outputs on repeated calls" if ctx.param("freshness", True) else ""
-        return ctx.passed(f"benchmarked shape and {len(held)} held-out shapes conform{n_fresh}",
-                          details=details, seconds=time.perf_counter() - t0)
+                                          "reason": r.reason} for r in results + layouts]}
+    if not failing and not stale and not bad_layouts:
+        n_fresh = ", fresh outputs on repeated calls" if ctx.param("freshness", True) else ""
+        n_lay = (f", inputs as {' and '.join(r.layout for r in layouts)} views" if layouts else "")
+        return ctx.passed(f"benchmarked shape and {len(held)} held-out shapes conform"
+                          f"{n_fresh}{n_lay}", details=details,
+                          seconds=time.perf_counter() - t0)
     ev = {"results": results, "stale": stale, "benchmark": bench, "history": history,
-          "comparisons": comps + fresh_comps}
+          "layouts": layouts, "comparisons": comps + fresh_comps}
     sig = ctx.run_detector(ev)
     if not sig:
         sig = _shape_signature(ctx, ev, probe=False)
     headline = sig.pop("summary", None) or ctx.contract.signature.summary
     details["shapes"] = sig.pop("shape_table", details["shapes"])
-    code = None if failing else f"{ctx.contract.cls}.stale-output"
+    code = (None if failing else f"{ctx.contract.cls}.stale-output" if stale
+            else f"{ctx.contract.cls}.layout-specialised")
     bad = worst([c for r in failing for c in r.comps]) if failing else None
     if bad is None and stale:
         bad = next((s["cmp"] for s in stale if s.get("cmp") is not None), None)
+    if bad is None and not failing and not stale:
+        bad = worst([c for r in bad_layouts for c in r.comps])
+        if bad is None:  # raised on a view, or returned a wrong shape
+            first_fail = bad_layouts[0].failure
+            v = ctx.violation(None, code=code, message=headline, quantities=sig,
+                              case=first_fail.case if first_fail is not None else
+                              ctx.case(bench, ctx.protocol.families[0], 0,
+                                       layout=bad_layouts[0].layout))
+            return ctx.violated(v, signature=sig, details=details,
+                                seconds=time.perf_counter() - t0)
     if bad is not None:
         v = ctx.violation(bad, code=code, message=headline, quantities=sig)
     else:
@@ -873,6 +906,24 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
         if raised:
             head += f"; {len(raised)} of them raised or returned a wrong shape"
         parts.append(head)
+    layouts = evidence.get("layouts") or []
+    bad_layouts = [r for r in layouts if not r.passed]
+    if layouts:
+        sig["layouts"] = {r.layout: ("pass" if r.passed else "fail") for r in layouts}
+    if bad_layouts:
+        sig["failing_layouts"] = [f"{r.layout}: {r.reason}" for r in bad_layouts]
+        sig["shape_table"] = sig.get("shape_table", []) + [
+            {"shape": r.describe(op), "role": r.role, "passed": r.passed, "stale": False,
+             "reason": r.reason} for r in layouts]
+        which = " and ".join(r.layout for r in bad_layouts)
+        if all(r.failure is not None for r in bad_layouts):
+            parts.append(f"fails when the inputs are {which} views of the same values (correct "
+                         f"on contiguous inputs at {describe(op, bench)}): "
+                         f"{bad_layouts[0].reason}")
+        else:
+            parts.append(f"wrong when the inputs are {which} views of the same values (correct "
+                         f"on contiguous inputs at {describe(op, bench)}): the kernel reads "
+                         f"memory as if every input were contiguous ({bad_layouts[0].reason})")
     if stale:
         sig["stale_calls"] = [{"call": s["call"], "reason": s["reason"],
                                "identical_to": s.get("identical_to")} for s in stale]
