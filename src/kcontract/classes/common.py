@@ -51,8 +51,10 @@ def summarize(comps: list[Comparison]) -> list[dict]:
     rows = []
     for c in comps:
         st = c.stats()
-        rows.append({"case": c.case.describe(), "shape": dict(c.case.shape), "family": c.case.family,
-                     "passed": c.passed, "mismatched": st["mismatched"], "total": st["total"],
+        row = {"case": c.case.describe(), "shape": dict(c.case.shape), "family": c.case.family}
+        if c.case.extra.get("layout"):
+            row["layout"] = c.case.extra["layout"]
+        rows.append({**row, "passed": c.passed, "mismatched": st["mismatched"], "total": st["total"],
                      "max_abs": st["max_abs"], "max_rel": st["max_rel"],
                      "measured": st.get("measured"), "allowed": st.get("allowed")})
     return rows

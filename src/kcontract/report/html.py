@@ -168,7 +168,7 @@ def violation_card(r: Mapping[str, Any]) -> str:
     if v.get("measured") is not None or v.get("allowed") is not None:
         m, a = v.get("measured"), v.get("allowed")
         ratio = ""
-        if as_float(m) is not None and as_float(a):
+        if as_float(m) is not None and as_float(a) and math.isfinite(as_float(m)):
             ratio = f" ({as_float(m) / as_float(a):.3g}× the allowed)"
         rows.append(("measured vs allowed",
                      esc(f"|error| {fmt_num(m)} vs allowed {fmt_num(a)}{ratio}") + _ratio_bar(m, a)))

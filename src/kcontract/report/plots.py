@@ -338,6 +338,8 @@ def sweep_map(result: Mapping[str, Any]) -> Optional[Plot]:
     for row in rows:
         s = _short_label(shape_text(row.get("shape")) or str(row.get("probe") or "")
                          or str(row.get("case", "?")))
+        if row.get("layout"):  # the same shape, its inputs as non-contiguous views
+            s = f"{s} [{row['layout']}]"
         f = _short_label(str(row.get("family") or row.get("role") or "–"), 18)
         if s not in shapes:
             shapes.append(s)
