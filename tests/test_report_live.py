@@ -39,3 +39,17 @@ def test_check_writes_all_three_reports(run_cli, tmp_path):
     assert ET.fromstring(out["xml"].read_text()).get("tests") == str(len(run["results"]))
     assert "conformant" in out["md"].read_text()
     assert 'data-plot="sweep-map"' in out["html"].read_text()
+
+
+def test_sweep_map_shows_layout_cases_as_their_own_rows(tmp_path):
+    kernels = Path(__file__).parent / "kernels" / "strides.py"
+    run = check(f"{kernels}:matmul_ignores_strides", op="matmul", dtype="float32",
+                classes=["C-CMP-03"]).to_json()
+    html = tmp_path / "r.html"
+    write_reports(run, html=str(html))
+    text = html.read_text()
+    assert 'data-plot="sweep-map"' in text
+    # the plotted numbers: the benchmarked shape passes, its transposed and strided views fail
+    assert re.search(r"M=64,K=128,N=64,B=0 \[transposed\]</td><td>normal</td><td>no", text)
+    assert re.search(r"M=64,K=128,N=64,B=0 \[strided\]</td><td>normal</td><td>no", text)
+    assert re.search(r"M=64,K=128,N=64,B=0</td><td>normal</td><td>yes", text)
