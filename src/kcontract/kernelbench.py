@@ -293,6 +293,20 @@ class Oracle:
             out = self.f64(*[_to_torch(a, torch.float64) for a in args])
         return _out_numpy(out)[0]
 
+    def accepts_layout(self, args: Sequence, layout: str) -> bool:
+        """Whether the reference model itself runs on its inputs given as ``layout`` views
+        (a model that calls ``.view`` on an input does not, and then neither need the
+        candidate)."""
+        torch = _torch()
+        ad = _adapter()
+        views = [ad.relayout(_to_torch(a, torch.float64), layout) for a in args]
+        try:
+            with torch.no_grad(), self.problem.sized(self.overrides):
+                self.f64(*views)
+        except Exception:
+            return False
+        return True
+
     def at_dtype(self, args: Sequence) -> np.ndarray:
         torch = _torch()
         with torch.no_grad(), self.problem.sized(self.overrides):
@@ -647,12 +661,16 @@ class ModuleCheck:
         return res.out
 
     def measure(self, label: str, over, family: str, trial: int, *, args=None, verb="call",
-                extra=None, salt: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
+                extra=None, salt: str = "", layout: str = ""
+                ) -> Optional[tuple[Comparison, np.ndarray]]:
         """Run one case; None when it lies outside the problem's domain at this dtype
         (the reference at the dtype is non-finite where the oracle is finite, or the
-        oracle is non-finite on finite inputs)."""
+        oracle is non-finite on finite inputs).  ``layout``: the candidate gets its inputs
+        as non-contiguous views (transposed, strided) holding the same values."""
         orc = self.use(label, over)
-        case = self.case(label, over, family, trial)
+        case = self.case(label, over, family, trial, **({"layout": layout} if layout else {}))
+        if layout:
+            extra = {**(extra or {}), "layout": layout}
         args = args if args is not None else self.inputs(over, family, trial, salt)
         t0 = time.perf_counter()
         ref = orc.reference(args)
@@ -931,6 +949,27 @@ class ModuleCheck:
                                "correct only when the reference ran first in the same "
                                "process (it reuses memory the reference left behind)",
                                cmp=order[0], code="C-CMP-03.order-dependent", t0=t0)
+        layouts = self._layouts() if basic_ok and not bad_variants else {}
+        bad_layouts = {lay: got for lay, got in layouts.items() if got is not None and (
+            isinstance(got, KernelFailure) or not got.passed)}
+        if bad_layouts:
+            lay, got = next(iter(bad_layouts.items()))
+            if isinstance(got, KernelFailure):
+                why = got.message
+            else:
+                st = got.stats()
+                why = f"{st['mismatched']} of {st['total']} elements out of tolerance"
+            return self.result(
+                cls, Status.VIOLATION,
+                f"correct on contiguous inputs, wrong when they are {' and '.join(bad_layouts)} "
+                f"views of the same values ({lay}: {why})",
+                cmp=None if isinstance(got, KernelFailure) else got,
+                case=got.case if isinstance(got, KernelFailure) else None,
+                code="C-CMP-03.layout-specialised",
+                quantities={"layouts": {k: ("skipped: the reference rejects it" if v is None
+                                            else "fail" if k in bad_layouts else "pass")
+                                        for k, v in layouts.items()}}, t0=t0)
+        comps_all += [c for c in layouts.values() if isinstance(c, Comparison)]
         bad = [c for c in comps_all if not c.passed]
         if bad:
             return self.result(cls, Status.SKIPPED,
@@ -944,6 +983,26 @@ class ModuleCheck:
                            f"{len(comps_all)} cases conform: {len(fresh)} fresh calls, shapes "
                            f"{', '.join(used)}, {orders}", t0=t0,
                            details={"variants": self.variants})
+
+    def _layouts(self) -> dict:
+        """The benchmarked shape on fresh inputs given as non-contiguous views: layout ->
+        Comparison, KernelFailure (the candidate raised or returned a wrong shape), or None
+        (the reference itself rejects the layout, or the case is outside the domain)."""
+        out: dict = {}
+        for lay in ("transposed", "strided"):
+            args = self.inputs({}, "problem", 0, salt=f"layout-{lay}")
+            if not self.use("basic", {}).accepts_layout(args, lay):
+                out[lay] = None
+                continue
+            try:
+                got = self.measure("basic", {}, "problem", 0, args=args, layout=lay)
+            except KernelFailure as fail:
+                if fail.code.startswith("integrity."):
+                    raise
+                out[lay] = fail
+                continue
+            out[lay] = got[0] if got is not None else None
+        return out
 
     def _orders(self) -> tuple[Comparison, Optional[Comparison]]:
         """The same input, candidate alone, then after the reference in its process."""

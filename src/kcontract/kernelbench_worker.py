@@ -92,6 +92,9 @@ class ModelWorker(Worker):
         ad = self.adapter
         arrays = payload["args"]
         natives = [_native_value(ad, a, self.device) for a in arrays]
+        if payload.get("layout"):  # the same values as non-contiguous views
+            natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n
+                       for n in natives]
         with torch.no_grad():
             out, seconds, flags = self.invoke(natives, {}, payload)
         return self.inspect(out, arrays, natives, flags, seconds)
