@@ -4,7 +4,8 @@ For square float32 matrices, every repetition times C = A @ B and then
 verify(A, B, C) (default settings, threshold included) back to back; the ratio
 is taken per repetition and the median reported (the smallest ratio too: on
 a shared machine it shows what an undisturbed repetition costs).  numpy and
-torch (CPU) are measured side by side in one run.  "floor" is the time of the
+torch (CPU) are measured side by side in one run, and torch on an accelerator
+(cuda) too when one is present.  "floor" is the time of the
 three bare matrix-vector products the check is made of (B r, A (B r), C r with
 a +-1 vector r: one streaming pass per matrix, the least any check reading A,
 B and C once can do), timed the same way: right after a matmul, in the same
@@ -79,6 +80,34 @@ def measure(matmul, check, floor, reps: int):
             "floor_min": min(floors), "ratios": ratios}
 
 
+def accelerators(torch, wanted: str) -> list[str]:
+    """The accelerator devices to measure: ``--device auto`` takes cuda when torch sees
+    one (the product in full float32: TF32 stays off, torch's default for matmul)."""
+    if wanted == "none":
+        return []
+    if wanted == "auto":
+        return ["cuda"] if torch.cuda.is_available() else []
+    return [wanted]
+
+
+def device_backend(torch, dev: str, A, B, r):
+    """matmul, check and floor on ``dev``; each waits for the device, so the host clock
+    measures the work (verify's verdict is a host bool, which waits by itself)."""
+    Ad, Bd, rd = (torch.from_numpy(x).to(dev) for x in (A, B, r))
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
+
+    def mm():
+        C = Ad @ Bd
+        sync()
+        return C
+
+    def floor(C):
+        out = (torch.mv(Ad, torch.mv(Bd, rd)), torch.mv(C, rd))
+        sync()
+        return out
+    return mm, (lambda C: verify(Ad, Bd, C)), floor
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -92,6 +121,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="n = 1024, 2048 only")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--device", default="auto",
+                    help="accelerator rows besides numpy and torch CPU: auto (cuda when present), "
+                         "none, or a torch device string")
     ap.add_argument("--json", help="write the measurements to this file")
     args = ap.parse_args(argv)
     sizes = [1024, 2048] if args.quick else args.sizes
@@ -123,6 +155,8 @@ def main(argv=None) -> int:
             At, Bt, rt = torch.from_numpy(A), torch.from_numpy(B), torch.from_numpy(r)
             backends.append(("torch", lambda: At @ Bt, lambda C: verify(At, Bt, C),
                              lambda C: (torch.mv(At, torch.mv(Bt, rt)), torch.mv(C, rt))))
+            for dev in accelerators(torch, args.device):
+                backends.append((dev, *device_backend(torch, dev, A, B, r)))
         for name, mm, chk, fl in backends:
             m = measure(mm, chk, fl, args.reps)
             tgt = TARGETS.get(n)
