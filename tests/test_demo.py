@@ -1,5 +1,6 @@
 """`make demo`'s job: every case study and every dispute is diagnosed as the story says."""
 import json
+import re
 
 from rich.console import Console
 
@@ -22,3 +23,12 @@ def test_demo_diagnoses_every_case_study_and_dispute(tmp_path):
         assert (tmp_path / f"dispute-{op}.html").exists()
     assert "stack B violates C-PRC-01" in text
     assert "stack A violates C-EXC-02" in text
+    index = (tmp_path / "index.html").read_text()
+    links = re.findall(r'<a href="([^"]+)">', index)
+    assert sorted(links) == sorted([f"{cs.key}.html" for cs in CASE_STUDIES]
+                                   + [f"dispute-{op}.html" for op, _, _ in DISPUTES])
+    assert all((tmp_path / link).exists() for link in links)
+    assert "NOT AS EXPECTED" not in index
+    assert index.count('data-verdict="violation"') == (
+        sum(cs.expect == "violation" for cs in CASE_STUDIES)
+        + sum(expected is not None for _, _, expected in DISPUTES))

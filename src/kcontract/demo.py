@@ -110,8 +110,10 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         console.print(Text(f"  diagnosis: {diagnosis(run)}", style=style))
         console.print()
     console.print(Rule("[bold]a dispute between two stacks: who is right?"))
-    disputes_ok = run_dispute(base, out_dir, console)
+    disputes: list[dict] = []
+    disputes_ok = run_dispute(base, out_dir, console, disputes)
     ok &= disputes_ok
+    cal_row = None
     if calibration:
         from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
         console.print(Rule("[bold]calibration of the normative suite"))
@@ -122,19 +124,29 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         sound = sum(c.sound for c in cals)
         console.print(f"{sound} of {len(cals)} contracts soundly calibrated")
         ok &= sound == len(cals) and len(cals) > 0
+        cal_row = {"name": "calibration matrix", "href": "calibration.html",
+                   "verdict": "pass" if sound == len(cals) and cals else "violation",
+                   "summary": f"{sound} of {len(cals)} contracts soundly calibrated: baseline "
+                              "fails the basic test; bad passes it and violates the contract; "
+                              "good passes both"}
+    if _has_reports():
+        _write_index(out_dir, summary, disputes, cal_row)
     console.print(Rule())
     n_ok = sum(1 for _, _, good in summary if good)
     console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
     console.print("disputes: " + ("each settled against the expected stack" if disputes_ok else
                                   "NOT all settled as expected (see above)"))
-    console.print(f"reports written to {out_dir}/ (one JSON and HTML per case study and dispute"
+    console.print(f"reports written to {out_dir}/ (index.html; one JSON and HTML per case study "
+                  "and dispute"
                   + (", calibration.json/.html)" if calibration else ")"))
     return ok
 
 
-def run_dispute(base: Path, out_dir: Path, console: Console) -> bool:
+def run_dispute(base: Path, out_dir: Path, console: Console,
+                rows: Optional[list] = None) -> bool:
     """Record each op on the two emulated stacks of examples/dispute, arbitrate each pair
-    and say who is at fault; True when every verdict names the expected side."""
+    and say who is at fault; True when every verdict names the expected side.  ``rows``
+    collects one index entry per dispute."""
     from .arbitrate import arbitrate, record
     ok = True
     for op, cls, expected in DISPUTES:
@@ -152,12 +164,31 @@ def run_dispute(base: Path, out_dir: Path, console: Console) -> bool:
         as_expected = at_fault == ([expected] if expected else [])
         ok &= as_expected
         findings = [d["statement"] for d in data.get("disagreements", [])] or ["the stacks agree"]
+        if rows is not None:
+            rows.append({"name": f"{op}: stack A vs stack B", "href": f"dispute-{op}.html",
+                         "verdict": "violation" if at_fault else "conformant",
+                         "summary": ("" if as_expected else "NOT AS EXPECTED: ")
+                         + "; ".join(findings)})
         console.print(Text(f"{op}: {', '.join(at_fault) or 'neither stack'} at fault",
                            style="bold"))
         for f in findings:
             console.print(Text(f"  {f}", style="green" if as_expected else "bold red"))
         console.print()
     return ok
+
+
+def _write_index(out_dir: Path, summary, disputes: list, cal_row: Optional[dict]) -> None:
+    """out/demo/index.html: every report the demo wrote, with its verdict, one click away."""
+    from .report import render_index_html
+    cases = [{"name": cs.title, "href": f"{cs.key}.html", "verdict": run.verdict,
+              "summary": ("" if good else f"NOT AS EXPECTED ({cs.expect} expected): ")
+              + diagnosis(run)} for cs, run, good in summary]
+    sections = [("Case studies", cases), ("A dispute between two stacks", disputes)]
+    if cal_row:
+        sections.append(("The normative suite", [cal_row]))
+    (out_dir / "index.html").write_text(render_index_html(
+        "kcontract demo", "Case studies diagnosed by the normative suite, a dispute settled by "
+        "arbitration, and the suite's own calibration.", sections), encoding="utf-8")
 
 
 def _has_reports() -> bool:

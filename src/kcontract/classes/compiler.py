@@ -602,8 +602,18 @@ def shapes(ctx: Context):
         for lay in ctx.param("layouts", ["transposed", "strided"]) or ():
             if lay not in ("transposed", "strided"):
                 raise UsageError(f"{ctx.contract.id}: unknown layout {lay!r} (transposed, strided)")
-            layouts.append(_run_shape(ctx, bench, "layout", [], keys=("layout", lay), layout=lay))
-    bad_layouts = [r for r in layouts if not r.passed]
+            earlier = {d: label for label, d, _ in history}
+            r = _run_shape(ctx, bench, "layout", history, keys=("layout", lay), layout=lay)
+            layouts.append(r)
+            same = [earlier[d] for d in r.digests if d in earlier]
+            if not r.passed and r.failure is None and same:
+                # the output of an earlier call on other inputs: staleness, not the layout
+                r.stale = True
+                stale.append({"call": f"the call with {lay} views at {describe(op, bench)}",
+                              "reason": r.reason, "digest": r.digests[0],
+                              "identical_to": same[0], "case": r.comps[0].case if r.comps
+                              else None, "cmp": next((c for c in r.comps if not c.passed), None)})
+    bad_layouts = [r for r in layouts if not r.passed and not r.stale]
     comps = [c for r in results + layouts for c in r.comps]
     rows = summarize(comps + fresh_comps)
     details = {"cases": rows, "shapes": [{"shape": r.describe(op), "role": r.role, "passed": r.passed,
@@ -907,9 +917,10 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
             head += f"; {len(raised)} of them raised or returned a wrong shape"
         parts.append(head)
     layouts = evidence.get("layouts") or []
-    bad_layouts = [r for r in layouts if not r.passed]
+    bad_layouts = [r for r in layouts if not r.passed and not r.stale]
     if layouts:
-        sig["layouts"] = {r.layout: ("pass" if r.passed else "fail") for r in layouts}
+        sig["layouts"] = {r.layout: ("pass" if r.passed else "stale" if r.stale else "fail")
+                          for r in layouts}
     if bad_layouts:
         sig["failing_layouts"] = [f"{r.layout}: {r.reason}" for r in bad_layouts]
         sig["shape_table"] = sig.get("shape_table", []) + [

@@ -11,7 +11,7 @@ import os
 from typing import Any, Mapping, Optional
 
 from .html import (render_arbitration_html, render_calibration_html, render_certificate_html,
-                   render_html)
+                   render_html, render_index_html)
 from .junit import render_junit
 from .markdown import render_markdown
 
@@ -38,4 +38,5 @@ def write_reports(run: Mapping[str, Any], *, html: Optional[str] = None,
 
 
 __all__ = ["write_reports", "render_html", "render_junit", "render_markdown",
-           "render_calibration_html", "render_certificate_html", "render_arbitration_html"]
+           "render_calibration_html", "render_certificate_html", "render_arbitration_html",
+           "render_index_html"]

@@ -414,3 +414,16 @@ def render_arbitration_html(report: Mapping[str, Any]) -> str:
                                (f"{b.get('label', 'B')}: signature", d.get("b_signature"))])
                          + "</div>")
     return page("kcontract arbitration", "\n".join(parts))
+
+
+def render_index_html(title: str, intro: str,
+                      sections: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> str:
+    """A page of links to other reports: per section, rows of ``name``, ``verdict``,
+    ``summary`` and ``href`` (relative to the page), e.g. what ``kcontract demo`` wrote."""
+    body = [f"<h1>{esc(title)}</h1>", f"<p class=\"sub\">{esc(intro)}</p>"]
+    for heading, rows in sections:
+        body.append(f"<h2>{esc(heading)}</h2>")
+        body.append(table(["report", "verdict", "summary"], [
+            (f'<a href="{html.escape(str(r["href"]), quote=True)}">{esc(r["name"])}</a>',
+             badge(r["verdict"]), r.get("summary", "")) for r in rows], raw_cols=(0, 1)))
+    return page(title, "\n".join(body))
