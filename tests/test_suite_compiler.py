@@ -230,3 +230,13 @@ def test_honest_kernel_conforms_on_views():
     res = _one(f"{STRIDES}:matmul_honest", "cmp03-matmul")
     assert res.verdict.value == "pass", res.message
     assert "inputs as transposed and strided views" in res.message
+
+
+def test_a_kernel_wrong_at_every_shape_is_not_called_shape_specialised():
+    """An fp16 accumulator is wrong at the benchmarked shape too: C-CMP-03 still fails (its
+    tolerance is the op's), but says so without claiming a shape dependence or staleness."""
+    res = _one(CAL + "prc01_matmul:bad", "cmp03-matmul")
+    assert res.verdict.value == "violation"
+    assert res.signature["code"] == "C-CMP-03.fails-at-every-shape"
+    assert "fails at every shape tested" in res.message
+    assert "not a function" not in res.message and "stale_calls" not in res.signature

@@ -268,7 +268,20 @@ def test_case_study_coerced_matmul_is_diagnosed(run_cli, tmp_path):
         assert r["signature"]["operand_format"] == "float16"
         assert r["signature"]["accumulator_format"] == "float32"
         assert r["signature"]["recipe"] == "operands rounded to fp16, fp32 accumulation"
+    # the fingerprint tells operand substitution from a narrower accumulator, in the code too
+    assert by_class["C-PRC-01"]["signature"]["code"] == "C-PRC-01.operand-substitution"
+    assert by_class["C-PRC-04"]["signature"]["code"] == "C-PRC-04.format-substitution"
     assert "fp16" in stdout
+
+
+@pytest.mark.parametrize("name,code", [("matmul_fp32_fp16acc", "C-PRC-01.narrow-accumulator"),
+                                       ("matmul_fp32_bf16acc", "C-PRC-01.narrow-accumulator"),
+                                       ("matmul_bf16_fp32", "C-PRC-01.operand-substitution"),
+                                       ("matmul_fp16_fp32", "C-PRC-01.operand-substitution")])
+def test_prc01_code_names_what_was_narrowed(name, code):
+    res = run_one("prc01-matmul", f"{RECIPES_MOD}:{name}")
+    assert res.verdict.value == "violation"
+    assert res.signature["code"] == code
 
 
 def test_case_study_honest_matmul_passes(run_cli):

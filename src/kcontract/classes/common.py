@@ -77,7 +77,11 @@ def verdict_from(ctx: Context, comps: list[Comparison], t0: float, *, skipped: i
     failing = sum(1 for c in comps if not c.passed)
     headline = sig.pop("summary", None) or ctx.contract.signature.summary
     message = f"{headline} ({failing} of {len(comps)} cases fail)"
-    v = ctx.violation(bad, message=message, quantities=sig)
+    # a detector may name a more specific signature of the same class than the contract's
+    # default (the fingerprint: operands substituted, the accumulator as declared)
+    refined = sig.pop("refined_code", None)
+    v = ctx.violation(bad, message=message, quantities=sig,
+                      code=f"{ctx.contract.cls}.{refined}" if refined else None)
     details.update(sig.pop("details", {}) if isinstance(sig.get("details"), dict) else {})
     return ctx.violated(v, signature=sig, details=details, seconds=time.perf_counter() - t0)
 

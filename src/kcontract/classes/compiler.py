@@ -631,7 +631,9 @@ def shapes(ctx: Context):
         sig = _shape_signature(ctx, ev, probe=False)
     headline = sig.pop("summary", None) or ctx.contract.signature.summary
     details["shapes"] = sig.pop("shape_table", details["shapes"])
-    code = (None if failing else f"{ctx.contract.cls}.stale-output" if stale
+    every = failing and not any(r.passed for r in results)
+    code = (f"{ctx.contract.cls}.fails-at-every-shape" if every  # not shape-specific at all
+            else None if failing else f"{ctx.contract.cls}.stale-output" if stale
             else f"{ctx.contract.cls}.layout-specialised")
     bad = worst([c for r in failing for c in r.comps]) if failing else None
     if bad is None and stale:

@@ -247,6 +247,8 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
         summary = (f"the accumulator is {short(declared)} as declared, but the kernel ran "
                    f"{recipe}: an undeclared operand substitution (C-PRC-04) costs the "
                    f"precision")
+        if cls == "C-PRC-01":
+            out["refined_code"] = "operand-substitution"
     elif fp is None and req is not None and req < dec_bits - 2:
         summary = (f"the error corresponds to a ~{req:g}-bit accumulator, narrower than "
                    f"the declared {short(declared)} ({dec_bits} bits): partial results are "
