@@ -78,6 +78,10 @@ def test_cli_json_and_exit_codes(run_cli, tmp_path):
     (["--op", "matmul", "--dtype", "float32", "--contract", "C-PRC-99"], "unknown contract class"),
     (["--dtype", "float32"], "--op is required"),
     (["--op", "matmul", "--dtype", "float32", "--seed", "lucky"], "integer or 'random'"),
+    (["--op", "matmul", "--dtype", "float32", "--timeout", "-1"], "not in the range"),
+    # a check that checks nothing must not pass: every contract out of scope, or needing a claim
+    (["--op", "matmul", "--dtype", "float8_e4m3fn"], "nothing was checked"),
+    (["--op", "matmul", "--dtype", "float32", "--contract", "C-ORD-03"], "batch_invariant=True"),
 ])
 def test_cli_usage_errors_exit_2(run_cli, args, fragment):
     code, stdout, stderr = run_cli("check", kernel("correct_numpy.py", "matmul"), *args, "--no-store")

@@ -86,7 +86,8 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
               help="results database (default ~/.kcontract/results.db or $KCONTRACT_STORE)")
 @click.option("--no-store", is_flag=True, help="do not record the run")
 @click.option("--in-process", is_flag=True, help="run the kernel in this process (debugging; no isolation)")
-@click.option("--timeout", default=60.0, type=float, help="seconds allowed per kernel call")
+@click.option("--timeout", default=60.0, type=click.FloatRange(min=0, min_open=True),
+              help="seconds allowed per kernel call")
 @click.option("-q", "--quiet", is_flag=True, help="no terminal table")
 def check_command(kernel, op, dtype, framework, device, classes, declare, seed, json_path, html,
                   junit, markdown, store, no_store, in_process, timeout, quiet):
@@ -94,7 +95,7 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     contracts of --op at --dtype; or check FILE.yaml, a contract file naming its kernel.
 
     Exit 0: every contract passes. 1: a violation or kernel error. 2: usage or
-    contract-file error.
+    contract-file error, or nothing was checked (every selected contract skipped).
     """
     declared = parse_declarations(declare)
     seed, secret = parse_seed(seed)
@@ -140,6 +141,10 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
                  store=store, no_store=no_store, quiet=quiet)
     if secret:
         click.echo(f"secret seed of this run: {seed} (rerun with --seed {seed})", err=True)
+    if all(r.verdict.value == "skipped" for r in run.results):
+        # a vacuous pass would let a CI job go green on a check that checked nothing
+        why = "; ".join(sorted({r.message for r in run.results})) or "no contract applies"
+        raise UsageError(f"nothing was checked: every selected contract was skipped ({why})")
     sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
 
 
