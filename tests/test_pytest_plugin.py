@@ -73,6 +73,26 @@ def test_fixture_passes_a_conforming_kernel_and_fails_a_violating_one(pytester):
     ])
 
 
+def test_a_check_that_checks_nothing_fails(pytester):
+    pytester.makepyfile(kernels=KERNELS)
+    pytester.makepyfile(test_nothing='''
+        from kernels import matmul
+
+
+        def test_only_skipped(kcontract_check):
+            kcontract_check(matmul, op="matmul", dtype="float32", classes=["C-ORD-03"])
+
+
+        def test_inspecting_is_allowed(kcontract_check):
+            run = kcontract_check(matmul, op="matmul", dtype="float32", classes=["C-ORD-03"],
+                                  fail=False)
+            assert [r.verdict.value for r in run.results] == ["skipped"]
+    ''')
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*nothing was checked*batch_invariant=True*"])
+
+
 def test_marker_gives_defaults_and_a_lambda_runs_in_process(pytester):
     pytester.makepyfile(test_marked='''
         import numpy as np
