@@ -65,6 +65,7 @@ from .check.engine import Comparison, KernelFailure, INTEGRITY_MESSAGES
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from .claims import make_claims
+from .classes.common import badness
 from .errors import UsageError
 from .formats import get_format, ulp
 
@@ -794,7 +795,7 @@ class ModuleCheck:
             note = f" ({skipped} outside the problem's domain skipped)" if skipped else ""
             return self.result(cls, Status.PASS, f"{len(comps)} cases conform{note}", t0=t0,
                                details={"cases": rows})
-        worst = max(bad, key=_badness)
+        worst = max(bad, key=badness)
         fams = sorted({c.case.family for c in bad})
         return self.result(cls, Status.VIOLATION,
                            f"{headline} ({len(bad)} of {len(comps)} cases fail; families: "
@@ -935,7 +936,7 @@ class ModuleCheck:
                         if any(not c.passed for c in comps)}
         if bad_variants and basic_ok:
             worst = max((c for lab in bad_variants for c in per_variant[lab][1] if not c.passed),
-                        key=_badness)
+                        key=badness)
             good = [lab for lab in per_variant if lab not in bad_variants]
             return self.result(
                 cls, Status.VIOLATION,
@@ -1041,13 +1042,6 @@ def _where(case: Case) -> str:
     tail = "".join(f" {k}={v}" for k, v in extra.items())
     return f"shape {case.extra.get('shape')} family={case.family} trial={case.trial}{tail}"
 
-
-def _badness(c: Comparison) -> float:
-    st = c.stats()
-    m, a = st.get("measured"), st.get("allowed")
-    if m is None or not np.isfinite(m):
-        return np.inf
-    return m / a if a else np.inf
 
 
 def _fmt_over(over: Mapping[str, int]) -> str:

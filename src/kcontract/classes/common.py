@@ -36,14 +36,17 @@ def worst(comps: list[Comparison]) -> Optional[Comparison]:
     failing = [c for c in comps if not c.passed]
     if not failing:
         return None
+    return max(failing, key=badness)
 
-    def score(c: Comparison) -> float:
-        st = c.stats()
-        m, a = st.get("measured"), st.get("allowed")
-        if m is None or not np.isfinite(m):
-            return np.inf
-        return m / a if a else np.inf
-    return max(failing, key=score)
+
+def badness(c: Comparison) -> float:
+    """How far a comparison is beyond its tolerance: measured / allowed at its worst
+    element (inf for a non-finite error or a zero allowance)."""
+    st = c.stats()
+    m, a = st.get("measured"), st.get("allowed")
+    if m is None or not np.isfinite(m):
+        return np.inf
+    return m / a if a else np.inf
 
 
 def summarize(comps: list[Comparison]) -> list[dict]:
