@@ -340,19 +340,19 @@ def _bits(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _first_difference(a: CallResult, b: CallResult) -> str:
+def _first_difference(a: CallResult, b: CallResult, la: str = "A", lb: str = "B") -> str:
     if a.status != "ok" or b.status != "ok" or a.out is None or b.out is None:
-        return f"A {describe_outcome(a)}; B {describe_outcome(b)}"
+        return f"{la} {describe_outcome(a)}; {lb} {describe_outcome(b)}"
     x, y = np.asarray(a.out), np.asarray(b.out)
     if x.shape != y.shape or x.dtype != y.dtype:
-        return f"A {describe_outcome(a)}; B {describe_outcome(b)}"
+        return f"{la} {describe_outcome(a)}; {lb} {describe_outcome(b)}"
     d = distance(x, y)
     if not d.size:
         return "empty outputs"
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(d)), d.shape))
     differ = int(np.count_nonzero(_bits(x) != _bits(y)))
-    return (f"{differ} of {d.size} elements differ; largest at {idx}: A {float(x[idx]):.9g}, "
-            f"B {float(y[idx]):.9g}")
+    return (f"{differ} of {d.size} elements differ; largest at {idx}: {la} {float(x[idx]):.9g}, "
+            f"{lb} {float(y[idx]):.9g}")
 
 
 # -- the bound between two conforming outputs -----------------------------------------------
@@ -528,7 +528,7 @@ def arbitrate(a: Recording | str, b: Recording | str, *, contracts=None,
         if statement:
             example = ""
             if mine:
-                example = _first_difference(by_a[mine[0]].result, by_b[mine[0]].result)
+                example = _first_difference(by_a[mine[0]].result, by_b[mine[0]].result, la, lb)
                 args = ha.captured.get(mine[0])
                 if args is not None:
                     example = f"inputs {_describe_args(ma['op'], args[0])}: {example}"
