@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from .report import render_arbitration_html, render_index_html, write_reports
+
 
 @dataclass(frozen=True)
 class CaseStudy:
@@ -96,7 +98,7 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         data = run.to_json()
         with open(out_dir / f"{cs.key}.json", "w") as fh:
             json.dump(data, fh, indent=2)
-        _maybe_html(data, out_dir / f"{cs.key}.html")
+        write_reports(data, html=str(out_dir / f"{cs.key}.html"))
         got = "conformant" if run.verdict == "conformant" else "violation"
         as_expected = got == cs.expect
         ok &= as_expected
@@ -120,7 +122,7 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
         cals = run_calibration([], [], console)
         console.print(calibration_table(cals))
         write_calibration(cals, str(out_dir / "calibration.json"),
-                          str(out_dir / "calibration.html") if _has_reports() else None)
+                          str(out_dir / "calibration.html"))
         sound = sum(c.sound for c in cals)
         console.print(f"{sound} of {len(cals)} contracts soundly calibrated")
         ok &= sound == len(cals) and len(cals) > 0
@@ -129,8 +131,7 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
                    "summary": f"{sound} of {len(cals)} contracts soundly calibrated: baseline "
                               "fails the basic test; bad passes it and violates the contract; "
                               "good passes both"}
-    if _has_reports():
-        _write_index(out_dir, summary, disputes, cal_row)
+    _write_index(out_dir, summary, disputes, cal_row)
     console.print(Rule())
     n_ok = sum(1 for _, _, good in summary if good)
     console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
@@ -156,10 +157,8 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
         data = arb.to_json()
         with open(out_dir / f"dispute-{op}.json", "w") as fh:
             json.dump(data, fh, indent=2)
-        if _has_reports():
-            from .report.html import render_arbitration_html
-            (out_dir / f"dispute-{op}.html").write_text(render_arbitration_html(data),
-                                                        encoding="utf-8")
+        (out_dir / f"dispute-{op}.html").write_text(render_arbitration_html(data),
+                                                    encoding="utf-8")
         at_fault = data.get("violators") or []
         as_expected = at_fault == ([expected] if expected else [])
         ok &= as_expected
@@ -179,7 +178,6 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
 
 def _write_index(out_dir: Path, summary, disputes: list, cal_row: Optional[dict]) -> None:
     """out/demo/index.html: every report the demo wrote, with its verdict, one click away."""
-    from .report import render_index_html
     cases = [{"name": cs.title, "href": f"{cs.key}.html", "verdict": run.verdict,
               "summary": ("" if good else f"NOT AS EXPECTED ({cs.expect} expected): ")
               + diagnosis(run)} for cs, run, good in summary]
@@ -189,19 +187,3 @@ def _write_index(out_dir: Path, summary, disputes: list, cal_row: Optional[dict]
     (out_dir / "index.html").write_text(render_index_html(
         "kcontract demo", "Case studies diagnosed by the normative suite, a dispute settled by "
         "arbitration, and the suite's own calibration.", sections), encoding="utf-8")
-
-
-def _has_reports() -> bool:
-    try:
-        from .report import render_calibration_html  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-def _maybe_html(data: dict, path: Path) -> None:
-    try:
-        from .report import write_reports
-    except ImportError:
-        return
-    write_reports(data, html=str(path))

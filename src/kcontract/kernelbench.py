@@ -61,6 +61,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from . import __version__
+from .adapters.base import Adapter
 from .check.engine import Comparison, KernelFailure, INTEGRITY_MESSAGES
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
@@ -990,7 +991,7 @@ class ModuleCheck:
         Comparison, KernelFailure (the candidate raised or returned a wrong shape), or None
         (the reference itself rejects the layout, or the case is outside the domain)."""
         out: dict = {}
-        for lay in ("transposed", "strided"):
+        for lay in Adapter.LAYOUTS:
             args = self.inputs({}, "problem", 0, salt=f"layout-{lay}")
             if not self.use("basic", {}).accepts_layout(args, lay):
                 out[lay] = None

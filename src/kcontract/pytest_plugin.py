@@ -149,9 +149,8 @@ class Checker:
         self.session.entries.append(dict(run.to_json(), test=self.nodeid))
         if fail and run.verdict != "conformant":
             pytest.fail(failure_message(run, target, self.session), pytrace=False)
-        if fail and all(r.verdict.value == "skipped" for r in run.results):
-            # a test that checked nothing must not pass silently
-            why = "; ".join(sorted({r.message for r in run.results})) or "no contract applies"
+        why = run.nothing_checked()
+        if fail and why is not None:
             pytest.fail(f"kcontract: nothing was checked for {target.spec} (op={opts['op']} "
                         f"dtype={opts['dtype']}): every selected contract was skipped ({why})",
                         pytrace=False)

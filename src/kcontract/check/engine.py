@@ -193,7 +193,7 @@ class Context:
         kw = self.kwargs() if kwargs is None else kwargs
         kw = self._accepted(kw)
         t0 = time.perf_counter()
-        res = self.kernel.call(args, kw, layout=layout) if layout else self.kernel.call(args, kw)
+        res = self.kernel.call(args, kw, layout=layout)
         self.timings["call"] += time.perf_counter() - t0
         self.timings["kernel"] += float(res.seconds or 0.0)
         self.cases += 1

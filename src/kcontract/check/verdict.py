@@ -121,6 +121,13 @@ class RunResult:
     def exit_code(self) -> int:
         return 0 if self.verdict == "conformant" else 1
 
+    def nothing_checked(self) -> Optional[str]:
+        """Why nothing was checked, when every selected contract was skipped (or none
+        applied); None when something ran.  A vacuous "conformant" must not pass a gate."""
+        if any(r.verdict != Status.SKIPPED for r in self.results):
+            return None
+        return "; ".join(sorted({r.message for r in self.results})) or "no contract applies"
+
     def to_json(self) -> dict:
         return {
             "schema": RUN_SCHEMA, "kernel": self.kernel, "kernel_hash": self.kernel_hash,

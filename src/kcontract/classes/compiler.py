@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
 from ..errors import UsageError
 from ..formats import get_format, round_to
@@ -556,7 +557,7 @@ def _freshness(ctx: Context, shape: dict, history: list) -> tuple[list[dict], li
 
 
 @protocol("shapes", params={"probes": (int, 8), "freshness": (bool, True), "kwargs": (dict, {}),
-                            "layouts": (list, ["transposed", "strided"])},
+                            "layouts": (list, list(Adapter.LAYOUTS))},
           description="the benchmarked shape and the held-out shape class (the op's shape_class "
                       "plus the contract's shapes), a raise or a wrong output shape counting as a "
                       "failing shape; then a freshness check at the benchmarked shape, and the "
@@ -599,9 +600,10 @@ def shapes(ctx: Context):
     # every input were contiguous is right at every shape and wrong here
     layouts: list[ShapeResult] = []
     if results[0].passed:
-        for lay in ctx.param("layouts", ["transposed", "strided"]) or ():
-            if lay not in ("transposed", "strided"):
-                raise UsageError(f"{ctx.contract.id}: unknown layout {lay!r} (transposed, strided)")
+        for lay in ctx.param("layouts", list(Adapter.LAYOUTS)) or ():
+            if lay not in Adapter.LAYOUTS:
+                raise UsageError(f"{ctx.contract.id}: unknown layout {lay!r} "
+                                 f"({', '.join(Adapter.LAYOUTS)})")
             earlier = {d: label for label, d, _ in history}
             r = _run_shape(ctx, bench, "layout", history, keys=("layout", lay), layout=lay)
             layouts.append(r)
