@@ -152,6 +152,9 @@ def test_replay_serves_by_key_and_occurrence_and_refuses_the_unrecorded():
     assert rec.calls[0].result.out[0, 0] == 1.5
     with pytest.raises(ReplayError, match="no outcome for a call"):
         h.call([np.zeros(3)])
+    # a third call with a key recorded twice is not served the last outcome again
+    with pytest.raises(ReplayError, match="occurrence 2"):
+        h.call([x])
     assert issubclass(ReplayError, UsageError)  # exit 2, never a verdict
 
 

@@ -27,8 +27,8 @@ import hashlib
 import json
 import os
 import zipfile
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -75,6 +75,13 @@ class RecordedCall:
     contracts: list = field(default_factory=list)  # contract ids whose protocol made it
 
 
+def _copy_result(r: CallResult) -> CallResult:
+    """A call's outcome, its output and metadata copied (what is stored or served must not
+    share memory with what a protocol goes on to use)."""
+    return replace(r, out=None if r.out is None else np.array(r.out), meta=dict(r.meta or {}),
+                   flags=list(r.flags or []))
+
+
 class _Attributing:
     """Assigns calls to the contract whose protocol made them (through the runner's
     progress callback: it names the contract after each call and at its end)."""
@@ -117,11 +124,7 @@ class RecordingHandle(_Attributing):
 
     def call(self, args, kwargs=None, **kw) -> CallResult:
         res = self.inner.call(args, kwargs, **kw)
-        layout = kw.get("layout")
-        stored = CallResult(status=res.status, out=None if res.out is None else np.array(res.out),
-                            meta=dict(res.meta or {}), flags=list(res.flags or []),
-                            error=res.error, error_type=res.error_type, seconds=res.seconds)
-        self._note(call_key(args, kwargs, layout), stored)
+        self._note(call_key(args, kwargs, kw.get("layout")), _copy_result(res))
         return res
 
     def __getattr__(self, name):  # restarts, output_tail, ... of the real handle
@@ -136,11 +139,7 @@ class ReplayHandle(_Attributing):
         self.recording = recording
         self.info = dict(recording.manifest.get("kernel_info") or {})
         self.restarts = 0
-        self._by_key: dict[str, list[RecordedCall]] = defaultdict(list)
-        for rc in recording.calls:
-            self._by_key[rc.key].append(rc)
-        for lst in self._by_key.values():
-            lst.sort(key=lambda rc: rc.occurrence)
+        self._by_call = {(rc.key, rc.occurrence): rc for rc in recording.calls}
         self._capture = set(capture)
         self.captured: dict[tuple, tuple] = {}  # (key, n) -> (args, kwargs)
 
@@ -155,23 +154,20 @@ class ReplayHandle(_Attributing):
 
     def call(self, args, kwargs=None, *, layout=None, **_) -> CallResult:
         key = call_key(args, kwargs, layout)
-        recorded = self._by_key.get(key)
         n = self._seen[key]
-        if not recorded:
+        rc = self._by_call.get((key, n))
+        if rc is None:
+            # never serve another call's outcome (that would hide nondeterminism)
             m = self.recording.manifest
             raise ReplayError(
                 f"{self.recording.label}: the recording has no outcome for a call the protocol "
-                f"makes now (call #{len(self.calls) + 1}, key {key[:12]}); it was recorded with "
-                f"suite {m.get('suite_version')} (kcontract {m.get('kcontract_version')}) -- "
-                "record it again with this version")
-        rc = recorded[min(n, len(recorded) - 1)]
+                f"makes now (call #{len(self.calls) + 1}, key {key[:12]}, occurrence {n}); it "
+                f"was recorded with suite {m.get('suite_version')} (kcontract "
+                f"{m.get('kcontract_version')}) -- record it again with this version")
         self._note(key, rc.result)
         if (key, n) in self._capture:
             self.captured[(key, n)] = ([np.array(a) for a in args], dict(kwargs or {}))
-        r = rc.result
-        return CallResult(status=r.status, out=None if r.out is None else r.out.copy(),
-                          meta=dict(r.meta), flags=list(r.flags), error=r.error,
-                          error_type=r.error_type, seconds=r.seconds)
+        return _copy_result(rc.result)
 
 
 # -- the .kcr file -----------------------------------------------------------------------
@@ -249,13 +245,11 @@ class Recording:
 
 def record(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device: str = "cpu",
            classes: Optional[Sequence[str]] = None, declare: Optional[Mapping[str, Any]] = None,
-           seed: int = 0, timeout: float = 60.0, contracts=None,
-           in_process: bool = False) -> Recording:
+           seed: int = 0, timeout: float = 60.0, contracts=None) -> Recording:
     """Run the protocol of ``kernel`` on this machine and keep every call's outcome."""
     from .check.runner import check
-    from .check.sandbox import InProcessKernel, KernelLoadError, KernelProcess
-    inner_cls = InProcessKernel if in_process else KernelProcess
-    inner = inner_cls(kernel, framework=framework, device=device, timeout=timeout)
+    from .check.sandbox import KernelLoadError, KernelProcess
+    inner = KernelProcess(kernel, framework=framework, device=device, timeout=timeout)
     handle = RecordingHandle(inner)
     try:
         handle.start()
@@ -409,10 +403,6 @@ def _bound_statement(contract, ma, mb, args, kwargs, ra: CallResult, rb: CallRes
 @dataclass
 class Arbitration:
     data: dict
-
-    @property
-    def agree(self) -> bool:
-        return bool(self.data.get("agree"))
 
     @property
     def exit_code(self) -> int:
@@ -629,21 +619,6 @@ def _contract_objects(contracts, ids) -> dict:
     return {c.id: c for c in contracts if c.id in ids}
 
 
-def format_report(data: Mapping[str, Any]) -> list[str]:
-    """Plain lines of an arbitration (the CLI adds colour)."""
-    a, b = data.get("a") or {}, data.get("b") or {}
-    lines = [f"arbitration of {a.get('file')} ({a.get('label')}) and {b.get('file')} "
-             f"({b.get('label')}): op {data.get('op')}, dtype {data.get('dtype')}",
-             f"{data.get('differing_calls', 0)} of {data.get('calls', 0)} calls differ bitwise"]
-    for d in data.get("disagreements") or []:
-        lines.append(f"- {d.get('statement')}")
-        if d.get("example"):
-            lines.append(f"    e.g. {d['example']}")
-    for n in data.get("notes") or []:
-        lines.append(f"note: {n}")
-    return lines
-
-
 __all__ = ["KCR_SCHEMA", "ARBITRATION_SCHEMA", "Recording", "RecordedCall", "RecordingHandle",
            "ReplayHandle", "ReplayError", "Arbitration", "call_key", "record", "replay",
-           "arbitrate", "same_outcome", "format_report"]
+           "arbitrate", "same_outcome"]

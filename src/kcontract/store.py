@@ -385,14 +385,5 @@ def load_run(run_id: int, store: Optional[str] = None) -> dict:
     return json.loads(zlib.decompress(row[0]).decode())
 
 
-def count_runs(store: Optional[str] = None) -> int:
-    path = resolve(store)
-    if not os.path.exists(path):
-        return 0
-    with closing(_connect(path, create=False)) as conn:
-        return int(_retrying(lambda: conn.execute("SELECT count(*) FROM runs").fetchone()[0],
-                             what="read", path=path))
-
-
 __all__ = ["StoreError", "HistoryEntry", "default_store_path", "record_run", "history",
-           "load_run", "count_runs", "SCHEMA_VERSION", "ENV_VAR"]
+           "load_run", "SCHEMA_VERSION", "ENV_VAR"]
