@@ -145,3 +145,23 @@ def test_usage_errors(run_cli, tmp_path):
     assert run_cli("verify-certificate", tmp_path / "x.json")[0] == 2
     (tmp_path / "y.json").write_text('{"schema": "something/else"}')
     assert run_cli("verify-certificate", tmp_path / "y.json")[0] == 1
+
+
+def test_a_kernel_with_nothing_checked_is_not_certified(tmp_path):
+    from kcontract.certify import certify
+    # no cast contract of the level applies to a float64 target: every one is skipped
+    cert = certify(f"{CORRECT}:cast", op="cast", dtype="float64", level=1)
+    assert cert["verdicts"] and all(v["verdict"] == "skipped" for v in cert["verdicts"])
+    assert cert["certified"] is False and cert["level_achieved"] == 0
+
+
+def test_a_kernel_override_never_falls_back_to_the_certified_file(certified, tmp_path):
+    _, out, _ = certified
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(out, moved / "cert.json")
+    shutil.copy(out.parent.parent / "kern.py", moved / "kern.py")  # the certified source
+    # the override names a file that is not here: the check must not hash kern.py instead
+    ver = verify_certificate(str(moved / "cert.json"), kernel=f"{moved / 'elsewhere.py'}:matmul")
+    assert [c.name for c in ver.checks] == ["content hash", "kernel source"]
+    assert ver.checks[1].ok is None and "not reachable" in ver.checks[1].message

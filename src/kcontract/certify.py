@@ -43,6 +43,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from . import __version__
 from .check.verdict import jsonable
+from .check.worker import is_path_spec, source_sha256
 from .errors import UsageError
 
 CERT_SCHEMA = "kcontract.certificate/1"
@@ -88,10 +89,8 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
             device: str = "cpu", declare: Optional[Mapping[str, Any]] = None, seed: int = 0,
             timeout: float = 60.0, contracts=None, progress=None) -> dict:
     """Run what ``level`` needs and return the certificate (a dict, hashed)."""
-    from .check.runner import check, select_contracts
+    from .check.runner import check
     classes = level_classes(level)
-    chosen = select_contracts(op, dtype, framework, classes, contracts)
-    present = {c.cls for c in chosen}
     run = check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                 classes=list(classes), declare=declare, seed=seed, timeout=timeout,
                 contracts=contracts, progress=progress)
@@ -101,7 +100,7 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
                  "message": r.get("message", ""), "tolerance": r.get("tolerance", ""),
                  "cases": r.get("cases", 0)} for r in data["results"]]
     achieved = achieved_level(verdicts, level)
-    ran = any(v["verdict"] == "pass" for v in verdicts)
+    ran = run.nothing_checked() is None  # every contract skipped certifies nothing
     target, _, _ = kernel.rpartition(":")
     cert = {
         "schema": CERT_SCHEMA,
@@ -119,7 +118,7 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
         "seed": int(seed), "suite_version": data.get("suite_version"),
         "kcontract_version": __version__, "environment": data.get("environment"),
         "verdicts": verdicts,
-        "not_applicable": [c for c in classes if c not in present],
+        "not_applicable": [c for c in classes if c not in {r.contract for r in run.results}],
         "hash_algorithm": HASH_ALGORITHM,
     }
     cert = jsonable(cert)
@@ -185,7 +184,7 @@ def kernel_source(spec: str, cert_dir: str = "", file_hint: str = "") -> Optiona
     target = spec.rpartition(":")[0]
     if not target:
         return None
-    if target.endswith(".py") or "/" in target or os.sep in target:
+    if is_path_spec(target):
         cands = [target]
         if not os.path.isabs(target):
             cands.append(os.path.join(cert_dir, target))
@@ -201,11 +200,6 @@ def kernel_source(spec: str, cert_dir: str = "", file_hint: str = "") -> Optiona
         return None
     origin = getattr(found, "origin", None) if found else None
     return origin if origin and os.path.isfile(origin) else None
-
-
-def file_sha256(path: str) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] = None,
@@ -228,12 +222,14 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
     ver.checks.append(Check("content hash", True, f"sha256 {actual[:16]}… matches the content"))
     info = cert.get("kernel") or {}
     spec = kernel or info.get("spec", "")
-    src = kernel_source(spec, os.path.dirname(os.path.abspath(path)), info.get("file", ""))
+    # the certificate's own file name is a fallback for its own spec, never for an override
+    src = kernel_source(spec, os.path.dirname(os.path.abspath(path)),
+                        "" if kernel else info.get("file", ""))
     if src is None:
         ver.checks.append(Check("kernel source", None,
                                 f"kernel source of {spec} not reachable from here: not checked"))
     else:
-        h = file_sha256(src)
+        h = source_sha256(src)
         if h == info.get("sha256"):
             ver.checks.append(Check("kernel source", True, f"{src}: sha256 matches"))
         else:
@@ -252,7 +248,7 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
 
 def _rerun_spec(spec: str, src: str) -> str:
     target, _, fn = spec.rpartition(":")
-    if target.endswith(".py") or "/" in target or os.sep in target:
+    if is_path_spec(target):
         return f"{src}:{fn}"
     return spec
 

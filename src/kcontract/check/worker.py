@@ -48,13 +48,25 @@ class KernelSpecError(ValueError):
     attribute, or not callable (the user's mistake, not the kernel's)."""
 
 
+def is_path_spec(target: str) -> bool:
+    """Whether the module part of a kernel spec names a file (``path/to/file.py``) rather
+    than an importable module (``package.module``)."""
+    return target.endswith(".py") or os.sep in target or "/" in target
+
+
+def source_sha256(path: str) -> str:
+    """The sha256 of a kernel's source file: its identity in runs and certificates."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
 def resolve_kernel(spec: str):
     """``path/to/file.py:function`` or ``package.module:function`` -> (function, module file)."""
     if ":" not in spec:
         raise KernelSpecError(f"kernel must be 'path/to/file.py:function' or 'module:function', "
                               f"got {spec!r}")
     target, _, attr = spec.rpartition(":")
-    if target.endswith(".py") or os.sep in target or "/" in target:
+    if is_path_spec(target):
         path = os.path.abspath(target)
         if not os.path.exists(path):
             raise KernelSpecError(f"no such kernel file: {target}")
@@ -79,8 +91,7 @@ def resolve_kernel(spec: str):
 def kernel_identity(fn, module) -> dict:
     try:
         src_file = inspect.getsourcefile(module) or ""
-        with open(src_file, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
+        digest = source_sha256(src_file)
     except (TypeError, OSError):
         src_file, digest = "", ""
     try:
