@@ -221,6 +221,25 @@ def test_markdown_clean_run():
     assert "<details>" not in md
 
 
+def test_a_nan_error_gets_no_ratio_in_any_report():
+    run = make_run(True)
+    run["results"][0]["violation"]["measured"] = "nan"
+    md, page = render_markdown(run), render_html(run)
+    assert "- measured |error| nan vs allowed 1.000e-04\n" in md + "\n"
+    assert "× the allowed" not in md and "× the allowed" not in page
+    assert 'class="ratio' not in page
+
+
+def test_a_run_that_checked_nothing_is_not_called_conformant():
+    run = make_run(False)
+    run["results"] = [r for r in run["results"] if r["verdict"] == "skipped"]
+    md, page = render_markdown(run), render_html(run)
+    assert md.startswith("### ⚠️ kcontract: nothing was checked for `k.py:mm`")
+    assert "applies only when deterministic=true is declared" in md
+    assert "conformant" not in md
+    assert 'data-verdict="nothing checked"' in page and 'data-verdict="conformant"' not in page
+
+
 def test_markdown_escapes_pipes():
     run = make_run(False)
     run["results"][0]["message"] = "a | b"

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Optional
 
 from .errors import KContractError
+from .report._util import counts as verdict_counts, overall, signature_code
 
 SCHEMA_VERSION = 1
 ENV_VAR = "KCONTRACT_STORE"
@@ -188,12 +189,8 @@ def _num(x: Any) -> Optional[float]:
 
 def _row_for(run: Mapping[str, Any], recorded_at: str) -> dict:
     env = dict(run.get("environment") or {})
-    counts = {"pass": 0, "violation": 0, "error": 0, "skipped": 0}
-    for r in run.get("results") or []:
-        v = str(r.get("verdict", "error"))
-        counts[v] = counts.get(v, 0) + 1
-    verdict = run.get("verdict") or ("error" if counts["error"] else
-                                     "violation" if counts["violation"] else "conformant")
+    counts = verdict_counts(run)
+    verdict = overall(run)
     kernel = str(run.get("kernel") or "")
     framework = str(run.get("framework") or env.get("framework") or "")
     libraries = {k: env[k] for k in _LIBRARIES if env.get(k) not in (None, "")}
@@ -205,7 +202,7 @@ def _row_for(run: Mapping[str, Any], recorded_at: str) -> dict:
         "device_name": env.get("device_name") or env.get("cpu"),
         "driver": _text(env.get("driver")),
         "runtime": _text(env.get("cuda_runtime") or env.get("hip_runtime") or env.get("runtime")),
-        "framework_version": _text(env.get(framework) if framework in env else None),
+        "framework_version": _text(env.get(framework)),
         "libraries": json.dumps(libraries, sort_keys=True),
         "cpu": env.get("cpu"), "cpu_flags": json.dumps(env.get("cpu_flags") or []),
         "environment": json.dumps(env, sort_keys=True, default=str),
@@ -231,10 +228,8 @@ def record_run(run_json: Mapping[str, Any], store: Optional[str] = None) -> int:
     verdict_rows = []
     for r in run_json.get("results") or []:
         v = r.get("violation") or {}
-        sig = r.get("signature") or {}
         verdict_rows.append((str(r.get("contract", "")), str(r.get("id", "")),
-                             str(r.get("verdict", "error")),
-                             (sig.get("code") if isinstance(sig, Mapping) else None) or v.get("code"),
+                             str(r.get("verdict", "error")), signature_code(r) or None,
                              r.get("message"), _num(v.get("measured")), _num(v.get("allowed"))))
     cols = ", ".join(row)
     marks = ", ".join("?" for _ in row)

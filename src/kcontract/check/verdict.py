@@ -92,6 +92,15 @@ class ContractResult:
         return d
 
 
+def nothing_checked(verdicts) -> Optional[str]:
+    """Over (verdict, message) pairs: why nothing was checked when every one is
+    ``skipped`` (or there are none), else None.  The one rule for runs and their JSON."""
+    verdicts = list(verdicts)
+    if any(v != Status.SKIPPED.value for v, _ in verdicts):
+        return None
+    return "; ".join(sorted({m for _, m in verdicts if m})) or "no contract applies"
+
+
 @dataclass
 class RunResult:
     kernel: str
@@ -124,9 +133,7 @@ class RunResult:
     def nothing_checked(self) -> Optional[str]:
         """Why nothing was checked, when every selected contract was skipped (or none
         applied); None when something ran.  A vacuous "conformant" must not pass a gate."""
-        if any(r.verdict != Status.SKIPPED for r in self.results):
-            return None
-        return "; ".join(sorted({r.message for r in self.results})) or "no contract applies"
+        return nothing_checked((r.verdict.value, r.message) for r in self.results)
 
     def to_json(self) -> dict:
         return {

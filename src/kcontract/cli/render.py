@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..report._util import as_float, fmt_num
+from ..report._util import as_float, fmt_num, nothing_checked, summary_text
 
 STYLE = {"pass": "green", "violation": "bold red", "error": "bold magenta", "skipped": "dim",
          "conformant": "bold green"}
@@ -86,16 +86,11 @@ def print_run(run: Mapping[str, Any], console: Console | None = None) -> None:
             console.print()
             for i, line in enumerate(violation_block(r)):
                 console.print(Text(line, style=STYLE.get(r["verdict"], "") if i == 0 else ""))
-    counts = {}
-    for r in run["results"]:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-    if run["results"] and all(r["verdict"] == "skipped" for r in run["results"]):
-        console.print(Text("note: every contract was skipped (out of scope for this dtype or "
-                           "claims): nothing was checked", style="bold yellow"))
-    elif not run["results"]:
-        console.print(Text("note: no contract of the suite applies: nothing was checked",
-                           style="bold yellow"))
+    summary = summary_text(run)
+    why = nothing_checked(run)
+    if why is not None:
+        console.print(Text(f"note: nothing was checked: every selected contract was skipped "
+                           f"({why})", style="bold yellow"))
     console.print()
     console.print(Text(f"verdict: {run['verdict']} ({summary}) in {run.get('seconds', 0):.1f}s",
                        style=STYLE.get(run["verdict"], "bold red")))

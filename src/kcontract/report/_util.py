@@ -89,6 +89,26 @@ def counts(run: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def nothing_checked(run: Mapping[str, Any]) -> Optional[str]:
+    """Why nothing was checked in this run (every contract skipped), or None."""
+    from ..check.verdict import nothing_checked as rule
+    return rule((str(r.get("verdict", "")), str(r.get("message") or "")) for r in results(run))
+
+
+def summary_text(run: Mapping[str, Any]) -> str:
+    """``"7 pass, 2 skipped"``: the run's verdict counts, in the order of VERDICTS."""
+    return ", ".join(f"{n} {k}" for k, n in counts(run).items() if n)
+
+
+def ratio(measured: Any, allowed: Any) -> Optional[float]:
+    """measured / allowed, or None where that says nothing (a non-finite measurement,
+    no positive allowance)."""
+    m, a = as_float(measured), as_float(allowed)
+    if m is None or a is None or not math.isfinite(m) or a <= 0:
+        return None
+    return m / a
+
+
 def overall(run: Mapping[str, Any]) -> str:
     """The run's verdict (recomputed when the file does not carry one)."""
     if run.get("verdict"):

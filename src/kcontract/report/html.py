@@ -12,8 +12,9 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import plots as _plots
-from ._util import (MARK, as_float, case_text, class_name, counts, fmt_num, fmt_value, overall,
-                    results, signature_code, signature_quantities)
+from ._util import (MARK, as_float, case_text, class_name, fmt_num, fmt_value,
+                    nothing_checked, overall, ratio, results, signature_code,
+                    signature_quantities, summary_text)
 
 CSS = """
 :root { --pass:#2e7d32; --violation:#c62828; --error:#8e24aa; --skipped:#757575;
@@ -30,7 +31,7 @@ h3 { font-size: 15px; margin: 18px 0 8px; }
          font-weight: 600; font-size: 13px; }
 .b-pass, .b-conformant, .b-certified, .b-agree { background: var(--pass); }
 .b-violation, .b-rejected, .b-not-certified, .b-disagree { background: var(--violation); }
-.b-error { background: var(--error); }
+.b-error, .b-nothing-checked { background: var(--error); }
 .b-skipped, .b-n-a { background: var(--skipped); }
 .verdict-big { font-size: 16px; padding: 4px 14px; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 12px; }
@@ -141,10 +142,9 @@ def figure(p: "_plots.Plot", contract: str = "") -> str:
 # -- run report ---------------------------------------------------------------------
 
 def _ratio_bar(measured: Any, allowed: Any) -> str:
-    m, a = as_float(measured), as_float(allowed)
-    if m is None or a is None or a <= 0 or m != m:
+    r = ratio(measured, allowed)
+    if r is None:
         return ""
-    r = m / a
     width = int(min(max(r, 0.0), 10.0) * 12) + 2
     ok = " ok" if r <= 1 else ""
     return f'<span class="ratio{ok}" style="width:{width}px" title="measured / allowed = {r:.3g}"></span>'
@@ -167,11 +167,10 @@ def violation_card(r: Mapping[str, Any]) -> str:
                                       f"{fmt_num(v.get('expected'))}"))
     if v.get("measured") is not None or v.get("allowed") is not None:
         m, a = v.get("measured"), v.get("allowed")
-        ratio = ""
-        if as_float(m) is not None and as_float(a) and math.isfinite(as_float(m)):
-            ratio = f" ({as_float(m) / as_float(a):.3g}× the allowed)"
+        over = ratio(m, a)
+        times = f" ({over:.3g}× the allowed)" if over is not None else ""
         rows.append(("measured vs allowed",
-                     esc(f"|error| {fmt_num(m)} vs allowed {fmt_num(a)}{ratio}") + _ratio_bar(m, a)))
+                     esc(f"|error| {fmt_num(m)} vs allowed {fmt_num(a)}{times}") + _ratio_bar(m, a)))
     if as_float(v.get("max_abs")) is not None and math.isfinite(as_float(v["max_abs"])):
         # (no finite error, e.g. every element overflowed: the worst element says it)
         rows.append(("greatest errors", f"absolute {fmt_num(v.get('max_abs'))}, relative "
@@ -216,8 +215,10 @@ def environment_table(env: Mapping[str, Any]) -> str:
 def run_header(run: Mapping[str, Any], title: str = "kcontract report") -> str:
     env = run.get("environment") or {}
     verdict = overall(run)
-    c = counts(run)
-    summary = ", ".join(f"{n} {k}" for k, n in c.items() if n)
+    summary = summary_text(run)
+    why = nothing_checked(run)
+    if why is not None:
+        verdict, summary = "nothing checked", f"every selected contract was skipped ({why})"
     h = str(run.get("kernel_hash") or "")
     device = run.get("device", "")
     if env.get("device_name"):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._util import (MARK, as_float, case_text, counts, fmt_num, fmt_value, overall, results,
-                    signature_code, signature_quantities)
+from ._util import (MARK, as_float, case_text, fmt_num, fmt_value, nothing_checked, overall,
+                    ratio, results, signature_code, signature_quantities, summary_text)
 
 ICON = {"conformant": "✅", "violation": "❌", "error": "⚠️"}
 
@@ -24,11 +24,14 @@ def _cell(text: Any, limit: int = 140) -> str:
 def render_markdown(run: Mapping[str, Any]) -> str:
     """A pull-request comment for a run (``RunResult.to_json()``)."""
     verdict = overall(run)
-    c = counts(run)
-    summary = ", ".join(f"{n} {k}" for k, n in c.items() if n)
+    summary = summary_text(run)
     h = str(run.get("kernel_hash") or "")
-    lines = [f"### {ICON.get(verdict, '❔')} kcontract: `{run.get('kernel', '?')}` is **{verdict}**",
-             "",
+    why = nothing_checked(run)
+    head = (f"### ⚠️ kcontract: nothing was checked for `{run.get('kernel', '?')}`"
+            if why is not None else
+            f"### {ICON.get(verdict, '❔')} kcontract: `{run.get('kernel', '?')}` is **{verdict}**")
+    lines = [head, *([f"", f"every selected contract was skipped: {_cell(why, 400)}"]
+                     if why is not None else []), "",
              f"op `{run.get('op', '?')}` · dtype `{run.get('dtype', '?')}` · framework "
              f"`{run.get('framework', '?')}` · device `{run.get('device', '?')}` · kernel "
              f"`{h[:12] or '–'}` · suite {run.get('suite_version', '?')} · {summary}", ""]
@@ -55,10 +58,10 @@ def render_markdown(run: Mapping[str, Any]) -> str:
         if v.get("case"):
             lines.append(f"- case: `{case_text(v['case'])}`")
         if v.get("measured") is not None or v.get("allowed") is not None:
-            m, a = as_float(v.get("measured")), as_float(v.get("allowed"))
-            ratio = f" ({m / a:.3g}× the allowed)" if m is not None and a else ""
+            over = ratio(v.get("measured"), v.get("allowed"))
+            times = f" ({over:.3g}× the allowed)" if over is not None else ""
             lines.append(f"- measured |error| {fmt_num(v.get('measured'))} vs allowed "
-                         f"{fmt_num(v.get('allowed'))}{ratio}")
+                         f"{fmt_num(v.get('allowed'))}{times}")
         total = as_float(v.get("total"))
         if total:
             lines.append(f"- mismatched elements: {int(as_float(v.get('mismatched')) or 0)} / "
