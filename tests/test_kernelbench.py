@@ -147,3 +147,21 @@ def test_cli_usage_error_exit_code(run_cli, tmp_path):
     notaproblem.write_text("x = 1\n")
     code, _, stderr = run_cli("kernelbench", notaproblem, KB / "matmul" / "new_honest.py")
     assert code == 2 and "not a KernelBench problem" in stderr
+    # a run in which every class was skipped checked nothing: not a pass
+    code, _, stderr = run_cli("kernelbench", KB / "matmul" / "problem.py",
+                              KB / "matmul" / "new_honest.py", "--contract", "C-ORD-02",
+                              "--declare", "deterministic=false", "--no-kernelbench")
+    assert code == 2 and "nothing was checked for new_honest.py" in stderr
+
+
+@pytest.mark.parametrize("cand,code,says", [
+    ("new_contiguous_only.py", "C-CMP-03.layout-specialised", "views of the same values"),
+    ("new_after_reference.py", "C-CMP-03.order-dependent", "not after the reference ran"),
+    ("new_tiled_shape.py", "C-CMP-03.shape-specialised", "wrong at rescaled shapes"),
+])
+def test_cmp03_signature_codes(cand, code, says):
+    run = check_kernelbench(str(KB / "matmul" / "problem.py"), str(KB / "matmul" / cand),
+                            seed=SEED, classes=["C-CMP-03"], kernelbench=False)
+    (r,) = run.run.results
+    assert r.verdict.value == "violation", r.message
+    assert r.signature["code"] == code and says in r.message

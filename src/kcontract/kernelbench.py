@@ -691,13 +691,16 @@ class ModuleCheck:
         self.history.append((_digest([out]), _digest(args), cmp))
 
     def stale(self, since: int = 0) -> Optional[tuple[Comparison, Comparison]]:
-        """(a failing comparison from ``since`` on, the earlier one whose output it repeats)."""
+        """(a failing comparison from ``since`` on, the earlier one whose output it repeats).
+        Only a repeat of an output that was right for its own inputs is stale (a cached or
+        replayed result); the same wrong output for different inputs (zeros where a shape
+        drops all the work) is that shape's failure, not a replay."""
         for i in range(max(since, 1), len(self.history)):
             dig, idig, cmp = self.history[i]
             if cmp.passed:
                 continue
             for pdig, pidig, prev in self.history[:i]:
-                if pdig == dig and pidig != idig:
+                if pdig == dig and pidig != idig and prev.passed:
                     return cmp, prev
         return None
 
@@ -905,7 +908,7 @@ class ModuleCheck:
         if "basic" in per_variant:
             order = self._orders()
         comps_all = fresh + [c for _, cs in per_variant.values() for c in cs] + [
-            c for c in (order or ()) if c is not None]
+            c for c in (order or ()) if isinstance(c, Comparison)]
         outs = self.history[since:]
         fresh_ids = {id(c) for c in fresh}
         digests = [d for d, _, c in outs if id(c) in fresh_ids]
@@ -946,11 +949,22 @@ class ModuleCheck:
                 cmp=worst, code="C-CMP-03.shape-specialised",
                 quantities={"failing_shapes": {lab: bad_variants[lab] for lab in bad_variants},
                             "passing_shapes": good}, t0=t0)
-        if order is not None and order[1] is not None and order[1].passed and not order[0].passed:
+        if (order is not None and isinstance(order[1], Comparison) and order[1].passed
+                and not order[0].passed):
             return self.result(cls, Status.VIOLATION,
                                "correct only when the reference ran first in the same "
                                "process (it reuses memory the reference left behind)",
                                cmp=order[0], code="C-CMP-03.order-dependent", t0=t0)
+        after = order[1] if order is not None else None
+        if order is not None and order[0].passed and after is not None and (
+                isinstance(after, KernelFailure) or not after.passed):
+            why = after.message if isinstance(after, KernelFailure) else "wrong results"
+            return self.result(cls, Status.VIOLATION,
+                               f"correct when it runs alone, not after the reference ran in the "
+                               f"same process ({why})",
+                               cmp=None if isinstance(after, KernelFailure) else after,
+                               case=after.case if isinstance(after, KernelFailure) else None,
+                               code="C-CMP-03.order-dependent", t0=t0)
         layouts = self._layouts() if basic_ok and not bad_variants else {}
         bad_layouts = {lay: got for lay, got in layouts.items() if got is not None and (
             isinstance(got, KernelFailure) or not got.passed)}
@@ -1006,7 +1020,7 @@ class ModuleCheck:
             out[lay] = got[0] if got is not None else None
         return out
 
-    def _orders(self) -> tuple[Comparison, Optional[Comparison]]:
+    def _orders(self) -> tuple[Comparison, "Optional[Comparison | KernelFailure]"]:
         """The same input, candidate alone, then after the reference in its process."""
         orc = self.use("basic", {})
         args = self.inputs({}, "problem", 0, "order")
@@ -1021,9 +1035,14 @@ class ModuleCheck:
         res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
                                                   "init_inputs": [_to_plain(v) for v in orc.init],
                                                   "seed": self.seed, "poison": False})
-        if res_b.status == "raised" and not res_b.flags:
-            return cmp_a, None  # the reference does not load in the worker: one order only
-        out_b = self.validate(res_b, case_b, ref)
+        if res_b.status == "raised" and res_b.error_type == "ReferenceUnavailable":
+            return cmp_a, None  # the reference does not run in the worker: one order only
+        try:
+            out_b = self.validate(res_b, case_b, ref)
+        except KernelFailure as fail:
+            if fail.code.startswith("integrity."):
+                raise
+            return cmp_a, fail  # fails only after the reference ran: the order is at fault
         return cmp_a, self.compare(orc, case_b, args, out_b, ref, low)
 
 

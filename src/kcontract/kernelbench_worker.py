@@ -100,17 +100,23 @@ class ModelWorker(Worker):
         return self.inspect(out, arrays, natives, flags, seconds)
 
     def order(self, payload):
-        """The reference runs first in this process, then the candidate, same inputs."""
+        """The reference runs first in this process, then the candidate, same inputs.
+        A failure of the reference itself is a ``ReferenceUnavailable``, never confused with
+        the candidate's."""
         torch = _torch()
-        ref_module = self._reference(payload["reference"])
         ad = self.adapter
-        init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
-        torch.manual_seed(int(payload.get("seed", 42)))
-        ref = ref_module.Model(*init).to(device=self.device, dtype=getattr(torch, self.dtype))
         arrays = payload["args"]
         natives = [_native_value(ad, a, self.device) for a in arrays]
         with torch.no_grad():
-            ref_out = ref(*natives)
+            try:
+                ref_module = self._reference(payload["reference"])
+                init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
+                torch.manual_seed(int(payload.get("seed", 42)))
+                ref = ref_module.Model(*init).to(device=self.device,
+                                                 dtype=getattr(torch, self.dtype))
+                ref_out = ref(*natives)
+            except Exception as exc:
+                raise ReferenceUnavailable(f"{type(exc).__name__}: {exc}") from exc
             del ref_out  # freed: its memory is what a lazy candidate would find
             out, seconds, flags = self.invoke(natives, {}, payload)
         return self.inspect(out, arrays, natives, flags, seconds)
@@ -169,6 +175,10 @@ class ModelWorker(Worker):
         if self.reference is None:
             _, self.reference = resolve_kernel(f"{path}:Model")
         return self.reference
+
+
+class ReferenceUnavailable(Exception):
+    """The reference model could not load or run in the candidate's process."""
 
 
 def _malloc_perturb(value: int) -> None:

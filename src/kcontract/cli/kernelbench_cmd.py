@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..claims import parse_declarations
+from ..errors import UsageError
 from . import EXIT_FAIL, EXIT_OK, main
 from .render import STYLE, print_run
 
@@ -118,6 +119,10 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
         os.makedirs(os.path.dirname(os.path.abspath(markdown)), exist_ok=True)
         with open(markdown, "w") as fh:
             fh.write(comparison_markdown(runs, dtype))
+    empty = [f"{os.path.basename(r.candidate)} ({r.run.nothing_checked()})" for r in runs
+             if r.run.nothing_checked() is not None]
+    if empty:
+        raise UsageError("nothing was checked for " + "; ".join(empty))
     sys.exit(EXIT_OK if all(r.verdict == "conformant" for r in runs) else EXIT_FAIL)
 
 
