@@ -543,7 +543,7 @@ def arbitrate(a: Recording | str, b: Recording | str, *, contracts=None,
 
 def _finding(cls, cid, side_a, side_b, mine, only, contract, ma, mb, by_a, by_b, captured):
     """(short finding, full statement or None when there is nothing to settle, bound)."""
-    (la, A, va), (lb, B, vb) = side_a, side_b
+    (la, _, va), (lb, _, vb) = side_a, side_b
     faults = [(label, R, v) for label, R, v in (side_a, side_b) if v in BAD]
     if faults:
         short, long = [], []

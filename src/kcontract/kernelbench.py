@@ -66,7 +66,8 @@ from .check.engine import Comparison, KernelFailure, INTEGRITY_MESSAGES
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from .claims import make_claims
-from .classes.common import badness
+from .classes.common import worst
+from .classes.ordering import bits_differ, diff_pattern
 from .errors import UsageError
 from .formats import get_format, ulp
 
@@ -264,8 +265,7 @@ class Oracle:
     """The reference model at one shape: float64 (the oracle), at the dtype (its own
     rounding error sets a floor), and on absolute values (the magnitude)."""
 
-    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int,
-                 u_acc: float):
+    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int):
         torch = _torch()
         self.problem, self.overrides, self.dtype = problem, dict(overrides), dtype
         self.fmt = get_format(dtype)
@@ -604,7 +604,7 @@ class ModuleCheck:
 
     def oracle(self, label: str, over: Mapping[str, int]) -> Oracle:
         if label not in self.oracles:
-            orc = Oracle(self.problem, over, self.dtype, self.seed, self.u_acc)
+            orc = Oracle(self.problem, over, self.dtype, self.seed)
             orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.seed))
             self.oracles[label] = orc
         return self.oracles[label]
@@ -662,17 +662,14 @@ class ModuleCheck:
                                 f"{res.meta.get('dtype')}, the reference {want}", case)
         return res.out
 
-    def measure(self, label: str, over, family: str, trial: int, *, args=None, verb="call",
-                extra=None, salt: str = "", layout: str = ""
-                ) -> Optional[tuple[Comparison, np.ndarray]]:
+    def measure(self, label: str, over, family: str, trial: int, *, args=None,
+                salt: str = "", layout: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
         """Run one case; None when it lies outside the problem's domain at this dtype
         (the reference at the dtype is non-finite where the oracle is finite, or the
         oracle is non-finite on finite inputs).  ``layout``: the candidate gets its inputs
         as non-contiguous views (transposed, strided) holding the same values."""
         orc = self.use(label, over)
         case = self.case(label, over, family, trial, **({"layout": layout} if layout else {}))
-        if layout:
-            extra = {**(extra or {}), "layout": layout}
         args = args if args is not None else self.inputs(over, family, trial, salt)
         t0 = time.perf_counter()
         ref = orc.reference(args)
@@ -680,7 +677,8 @@ class ModuleCheck:
         self.timings["oracle"] += time.perf_counter() - t0
         if not _in_domain(args, ref, low):
             return None
-        out = self.validate(self.call(args, case, verb, extra), case, ref)
+        out = self.validate(self.call(args, case, extra={"layout": layout} if layout else None),
+                            case, ref)
         cmp = self.compare(orc, case, args, out, ref, low)
         self.remember(args, out, cmp)
         return cmp, out
@@ -799,13 +797,13 @@ class ModuleCheck:
             note = f" ({skipped} outside the problem's domain skipped)" if skipped else ""
             return self.result(cls, Status.PASS, f"{len(comps)} cases conform{note}", t0=t0,
                                details={"cases": rows})
-        worst = max(bad, key=badness)
+        worst_cmp = worst(bad)
         fams = sorted({c.case.family for c in bad})
         return self.result(cls, Status.VIOLATION,
                            f"{headline} ({len(bad)} of {len(comps)} cases fail; families: "
-                           f"{', '.join(fams)})", cmp=worst, code=code,
+                           f"{', '.join(fams)})", cmp=worst_cmp, code=code,
                            quantities={"failing_families": fams, "failing_cases": len(bad),
-                                       "uninitialised": _nan_where_finite(worst)},
+                                       "uninitialised": _nan_where_finite(worst_cmp)},
                            details={"cases": rows}, t0=t0)
 
     def precision(self, cls, t0):
@@ -833,9 +831,8 @@ class ModuleCheck:
             outs.append(self.validate(self.call(args, case), case, ref))
         for rep in (1, 2):
             a, b = np.asarray(outs[0]), np.asarray(outs[rep])
-            if a.tobytes() != b.tobytes():
-                diff = np.asarray(a, np.float64) != np.asarray(b, np.float64)
-                diff |= np.isnan(np.asarray(a, np.float64)) != np.isnan(np.asarray(b, np.float64))
+            diff = bits_differ(a, b)  # bit for bit: -0.0 against 0.0 counts too
+            if diff.any():
                 case = self.case("basic", {}, "normal", 0, repeat=rep)
                 cmp = Comparison(case=case, ok=~diff, out=np.asarray(b, np.float64),
                                  ref=np.asarray(a, np.float64), tol=None)
@@ -844,7 +841,8 @@ class ModuleCheck:
                                    f"({int(diff.sum())} of {diff.size} elements differ)",
                                    cmp=cmp, code="C-ORD-02.nondeterministic",
                                    quantities={"differing": int(diff.sum()),
-                                               "rows": _rows_pattern(diff)}, t0=t0)
+                                               "pattern": diff_pattern(diff)["pattern"]},
+                                   t0=t0)
         return self.result(cls, Status.PASS, "3 calls on identical inputs gave identical bits",
                            t0=t0)
 
@@ -939,14 +937,13 @@ class ModuleCheck:
         bad_variants = {lab: over for lab, (over, comps) in per_variant.items()
                         if any(not c.passed for c in comps)}
         if bad_variants and basic_ok:
-            worst = max((c for lab in bad_variants for c in per_variant[lab][1] if not c.passed),
-                        key=badness)
+            worst_cmp = worst([c for lab in bad_variants for c in per_variant[lab][1]])
             good = [lab for lab in per_variant if lab not in bad_variants]
             return self.result(
                 cls, Status.VIOLATION,
                 f"correct at the benchmarked shape, wrong at rescaled shapes: "
                 f"{', '.join(f'{lab} ({_fmt_over(bad_variants[lab])})' for lab in bad_variants)}",
-                cmp=worst, code="C-CMP-03.shape-specialised",
+                cmp=worst_cmp, code="C-CMP-03.shape-specialised",
                 quantities={"failing_shapes": {lab: bad_variants[lab] for lab in bad_variants},
                             "passing_shapes": good}, t0=t0)
         if (order is not None and isinstance(order[1], Comparison) and order[1].passed
@@ -1089,14 +1086,6 @@ def _in_domain(args, ref, low) -> bool:
 
 def _nan_where_finite(c: Comparison) -> int:
     return int(np.sum(np.isnan(c.out) & np.isfinite(c.ref)))
-
-
-def _rows_pattern(diff: np.ndarray) -> str:
-    if diff.ndim < 2:
-        return "elements"
-    rows = diff.reshape(diff.shape[0], -1)
-    whole = rows.all(axis=1) & rows.any(axis=1)
-    return "whole rows" if whole.sum() and whole.sum() == rows.any(axis=1).sum() else "scattered"
 
 
 def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",

@@ -8,7 +8,6 @@ contract's tolerance and postcondition, and builds violations.
 """
 from __future__ import annotations
 
-import hashlib
 import shlex
 import time
 import zlib
@@ -18,8 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ..claims import Claims
-from ..errors import ContractError
-from ..formats import Format, get_format
+from ..formats import Format
 from ..language.contract import Contract
 from ..ops import Op, upcast
 from .sandbox import CallResult

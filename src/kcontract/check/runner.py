@@ -14,7 +14,7 @@ from ..language.registry import protocols
 from ..ops import get_op
 from .engine import Context, KernelFailure, reproduce_command
 from .sandbox import InProcessKernel, KernelLoadError, KernelProcess
-from .verdict import Case, ContractResult, RunResult, Status, Violation
+from .verdict import ContractResult, RunResult, Status, Violation
 
 
 def select_contracts(op: str, dtype: str, framework: str,

@@ -67,7 +67,7 @@ def _bits(a) -> bytes:
     return np.ascontiguousarray(a).tobytes()
 
 
-def _differs(a, b) -> np.ndarray:
+def bits_differ(a, b) -> np.ndarray:
     """Elementwise: the two outputs (same format) do not have the same bits."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.shape != b.shape or a.dtype.itemsize not in (1, 2, 4, 8):
@@ -356,7 +356,7 @@ def run_to_run(ctx: Context, evidence) -> dict:
     for g in groups:
         outs = g["outputs"]
         first = outs[0]
-        masks = [_differs(o, first) for o in outs[1:]]
+        masks = [bits_differ(o, first) for o in outs[1:]]
         if not masks:
             continue
         p = diff_pattern(np.logical_or.reduce(masks))
@@ -485,7 +485,7 @@ def batch(ctx: Context):
         # batch-dependent but run-to-run non-deterministic (C-ORD-02)
         for r in probe:
             again.update(run_rows([r], "alone-again"))
-        unstable |= {r for r in probe if _differs(again[r], pieces[r]).any()}
+        unstable |= {r for r in probe if bits_differ(again[r], pieces[r]).any()}
         alone64 = _f64(alone)
         x = upcast(sub)
         for size in sizes:

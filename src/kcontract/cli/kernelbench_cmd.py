@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from typing import Sequence
 
 import click
@@ -93,7 +94,7 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
     runs = []
     for cand in candidates:
         with err.status(f"checking {os.path.basename(cand)}", spinner="dots") if err.is_terminal \
-                else _null():
+                else nullcontext():
             run = check_kernelbench(reference, cand, dtype=dtype, device=device,
                                     classes=list(classes) or None, declare=declared, seed=seed,
                                     timeout=timeout, kernelbench=not skip_kb)
@@ -124,11 +125,3 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
     if empty:
         raise UsageError("nothing was checked for " + "; ".join(empty))
     sys.exit(EXIT_OK if all(r.verdict == "conformant" for r in runs) else EXIT_FAIL)
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

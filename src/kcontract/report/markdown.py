@@ -30,7 +30,7 @@ def render_markdown(run: Mapping[str, Any]) -> str:
     head = (f"### ⚠️ kcontract: nothing was checked for `{run.get('kernel', '?')}`"
             if why is not None else
             f"### {ICON.get(verdict, '❔')} kcontract: `{run.get('kernel', '?')}` is **{verdict}**")
-    lines = [head, *([f"", f"every selected contract was skipped: {_cell(why, 400)}"]
+    lines = [head, *(["", f"every selected contract was skipped: {_cell(why, 400)}"]
                      if why is not None else []), "",
              f"op `{run.get('op', '?')}` · dtype `{run.get('dtype', '?')}` · framework "
              f"`{run.get('framework', '?')}` · device `{run.get('device', '?')}` · kernel "
