@@ -45,6 +45,7 @@ from . import __version__
 from .check.verdict import jsonable
 from .check.worker import is_path_spec, source_sha256
 from .errors import UsageError
+from .files import load_json, write_json, write_text
 
 CERT_SCHEMA = "kcontract.certificate/1"
 HASH_ALGORITHM = "sha256 over canonical JSON (sorted keys, no whitespace, UTF-8), content_hash excluded"
@@ -128,28 +129,14 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
 
 def write_certificate(cert: Mapping[str, Any], path: str, html: Optional[str] = None) -> list[str]:
     from .report.html import render_certificate_html
-    written = []
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(cert, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-    written.append(path)
+    written = [write_json(path, cert)]
     if html:
-        os.makedirs(os.path.dirname(os.path.abspath(html)), exist_ok=True)
-        with open(html, "w", encoding="utf-8") as fh:
-            fh.write(render_certificate_html(cert))
-        written.append(html)
-    return written
+        written.append(write_text(html, render_certificate_html(cert)))
+    return [p for p in written if p]
 
 
 def load_certificate(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            cert = json.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"no such certificate: {path}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not a certificate (not JSON: {exc})")
+    cert = load_json(path, "certificate")
     if not isinstance(cert, dict):
         raise UsageError(f"{path} is not a certificate (not a JSON object)")
     return cert

@@ -2,7 +2,6 @@
 of the suite."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -11,6 +10,7 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from .files import write_json, write_text
 from .report import render_arbitration_html, render_index_html, write_reports
 
 
@@ -95,8 +95,7 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
     for cs in CASE_STUDIES:
         run = run_case(cs, base)
         data = run.to_json()
-        with open(out_dir / f"{cs.key}.json", "w") as fh:
-            json.dump(data, fh, indent=2)
+        write_json(str(out_dir / f"{cs.key}.json"), data)
         write_reports(data, html=str(out_dir / f"{cs.key}.html"))
         got = "conformant" if run.verdict == "conformant" else "violation"
         as_expected = got == cs.expect
@@ -154,10 +153,8 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
                        classes=[cls]) for side in ("a", "b")]
         arb = arbitrate(recs[0], recs[1], labels=("stack A", "stack B"))
         data = arb.to_json()
-        with open(out_dir / f"dispute-{op}.json", "w") as fh:
-            json.dump(data, fh, indent=2)
-        (out_dir / f"dispute-{op}.html").write_text(render_arbitration_html(data),
-                                                    encoding="utf-8")
+        write_json(str(out_dir / f"dispute-{op}.json"), data)
+        write_text(str(out_dir / f"dispute-{op}.html"), render_arbitration_html(data))
         at_fault = data.get("violators") or []
         as_expected = at_fault == ([expected] if expected else [])
         ok &= as_expected
@@ -183,6 +180,6 @@ def _write_index(out_dir: Path, summary, disputes: list, cal_row: Optional[dict]
     sections = [("Case studies", cases), ("A dispute between two stacks", disputes)]
     if cal_row:
         sections.append(("The normative suite", [cal_row]))
-    (out_dir / "index.html").write_text(render_index_html(
+    write_text(str(out_dir / "index.html"), render_index_html(
         "kcontract demo", "Case studies diagnosed by the normative suite, a dispute settled by "
-        "arbitration, and the suite's own calibration.", sections), encoding="utf-8")
+        "arbitration, and the suite's own calibration.", sections))

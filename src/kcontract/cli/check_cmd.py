@@ -1,7 +1,6 @@
 """``kcontract check``: run a kernel against the suite (or a contract file)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -11,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..claims import parse_declarations
 from ..errors import UsageError
+from ..files import write_json
 from . import EXIT_FAIL, EXIT_OK, main
 from .render import print_run
 
@@ -47,9 +47,7 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
     if not quiet:
         print_run(data, Console())
     if json_path:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(data, fh, indent=2)
+        write_json(json_path, data)
     if html or junit or markdown:
         from ..report import write_reports
         write_reports(data, html=html, junit=junit, markdown=markdown)

@@ -1,7 +1,6 @@
 """``kcontract kernelbench``: check KernelBench candidates against their problem."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from contextlib import nullcontext
@@ -14,6 +13,7 @@ from rich.text import Text
 
 from ..claims import parse_declarations
 from ..errors import UsageError
+from ..files import write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
 from .render import STYLE, print_run
 
@@ -112,14 +112,10 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
         console.print(comparison_table(runs, dtype))
         console.print(summary_line(runs))
     if json_path:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump({"schema": "kcontract.kernelbench-runs/1",
-                       "runs": [r.to_json() for r in runs]}, fh, indent=2)
+        write_json(json_path, {"schema": "kcontract.kernelbench-runs/1",
+                               "runs": [r.to_json() for r in runs]})
     if markdown:
-        os.makedirs(os.path.dirname(os.path.abspath(markdown)), exist_ok=True)
-        with open(markdown, "w") as fh:
-            fh.write(comparison_markdown(runs, dtype))
+        write_text(markdown, comparison_markdown(runs, dtype))
     empty = [f"{os.path.basename(r.candidate)} ({r.run.nothing_checked()})" for r in runs
              if r.run.nothing_checked() is not None]
     if empty:

@@ -16,34 +16,16 @@ from rich.text import Text
 
 from ..claims import parse_declarations
 from ..errors import UsageError
+from ..files import load_json, write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
+from .render import STYLE
 
-VERDICT_STYLE = {"pass": "green", "conformant": "green", "violation": "bold red",
-                 "error": "bold magenta", "skipped": "dim", "absent": "dim"}
+#: verdict styles of the terminal, plus "absent" (a contract one side of a comparison lacks)
+VERDICT_STYLE = {**STYLE, "absent": "dim"}
 
 
 def _console() -> Console:
     return Console(highlight=False)
-
-
-def _load_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not JSON: {exc}")
-    return data
-
-
-def _write_text(path: str, text: str) -> None:
-    if path == "-":
-        click.echo(text, nl=False)
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 # -- report ----------------------------------------------------------------------------
@@ -60,7 +42,7 @@ def report_command(run_json, html, junit, markdown, run_id, store):
     """Render a saved run (the JSON written by `kcontract check --json`, or run --id
     from the results store) as HTML, JUnit XML and/or Markdown.  With no output
     option, writes the HTML beside the JSON (RUN.html)."""
-    from ..report import render_html, render_junit, render_markdown
+    from ..report import write_reports
     if run_id is not None:
         from ..store import StoreError, load_run
         try:
@@ -69,7 +51,7 @@ def report_command(run_json, html, junit, markdown, run_id, store):
             raise UsageError(str(exc))
         base = f"run-{run_id}"
     elif run_json:
-        run = _load_json(run_json)
+        run = load_json(run_json, "run")
         base = os.path.splitext(run_json)[0]
     else:
         raise UsageError("give a run's JSON file, or --id N for a stored run")
@@ -78,13 +60,7 @@ def report_command(run_json, html, junit, markdown, run_id, store):
                          "`kcontract check --json`, schema kcontract.run/1)")
     if not (html or junit or markdown):
         html = base + ".html"
-    written = []
-    for path, render in ((html, render_html), (junit, render_junit), (markdown, render_markdown)):
-        if path:
-            _write_text(path, render(run))
-            if path != "-":
-                written.append(path)
-    for p in written:
+    for p in write_reports(run, html=html, junit=junit, markdown=markdown):
         click.echo(f"wrote {p}", err=True)
     sys.exit(EXIT_OK)
 
@@ -284,10 +260,10 @@ def arbitrate_command(a, b, json_path, html, labels):
     result = arbitrate(a, b, labels=labels)
     data = result.to_json()
     if json_path:
-        _write_text(json_path, json.dumps(data, indent=2) + "\n")
+        write_json(json_path, data)
     if html:
         from ..report import render_arbitration_html
-        _write_text(html, render_arbitration_html(data))
+        write_text(html, render_arbitration_html(data))
     print_arbitration(data, _console())
     sys.exit(result.exit_code)
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
@@ -11,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import UsageError, did_you_mean
+from ..files import write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
 
 
@@ -143,14 +143,10 @@ def run_calibration(classes, ops, console):
 def write_calibration(cals, json_path=None, html=None):
     data = [c.to_json() for c in cals]
     if json_path:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(data, fh, indent=2)
+        write_json(json_path, data)
     if html:
         from ..report import render_calibration_html
-        os.makedirs(os.path.dirname(os.path.abspath(html)), exist_ok=True)
-        with open(html, "w") as fh:
-            fh.write(render_calibration_html(data))
+        write_text(html, render_calibration_html(data))
 
 
 @main.command("demo")
