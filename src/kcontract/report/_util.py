@@ -173,3 +173,42 @@ def first(mapping: Mapping[str, Any], keys: Iterable[str]) -> Any:
         if k in mapping and mapping[k] is not None:
             return mapping[k]
     return None
+
+
+def violation_lines(r: Mapping[str, Any]) -> list[str]:
+    """The fixed shape of a violation or error, as plain lines (the terminal colours them,
+    JUnit joins them): headline; the case; mismatches and their share; the worst element
+    with measured and allowed error; the greatest errors; the signature; the tolerance;
+    the reproduce line."""
+    v = r.get("violation") or {}
+    if not isinstance(v, Mapping):
+        v = {}
+    verdict = str(r.get("verdict", ""))
+    lines = [f"{MARK.get(verdict, '?')} {r.get('contract', '')} {r.get('id', '')}: "
+             f"{r.get('message', '')}"]
+    if v.get("case"):
+        lines.append(f"  case: {case_text(v['case'])}")
+    total, mis = as_float(v.get("total")), as_float(v.get("mismatched")) or 0
+    if total:
+        lines.append(f"  mismatched elements: {int(mis)} / {int(total)} "
+                     f"({100 * mis / total:.1f}%)")
+    if v.get("index") is not None:
+        lines.append(f"  worst element {tuple(v['index'])}: actual {fmt_num(v.get('actual'))}, "
+                     f"expected {fmt_num(v.get('expected'))}, measured |error| "
+                     f"{fmt_num(v.get('measured'))}, allowed {fmt_num(v.get('allowed'))}")
+    max_abs = as_float(v.get("max_abs"))
+    if max_abs is not None and math.isfinite(max_abs):
+        # (no finite error, e.g. every element overflowed: the worst element says it)
+        lines.append(f"  greatest absolute error {fmt_num(max_abs)}, "
+                     f"greatest relative error {fmt_num(v.get('max_rel'))}")
+    code = signature_code(r)
+    if code:
+        shown = "; ".join(f"{k}={fmt_value(val, 120)}"
+                          for k, val in signature_quantities(r).items())
+        lines.append(f"  signature: {code}" + (f" — {shown}" if shown else ""))
+    if r.get("tolerance"):
+        lines.append(f"  tolerance: {r['tolerance']}")
+    repro = r.get("reproduce") or v.get("reproduce")
+    if repro:
+        lines.append(f"  reproduce: {repro}")
+    return lines

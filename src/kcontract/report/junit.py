@@ -10,8 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping
 
-from ._util import (as_float, case_text, class_name, counts, fmt_num, fmt_value, results,
-                    signature_code, signature_quantities)
+from ._util import (as_float, class_name, counts, results, signature_code, violation_lines)
 
 # characters XML 1.0 does not allow, even escaped
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -24,32 +23,8 @@ def _clean(text: Any) -> str:
 
 
 def failure_text(r: Mapping[str, Any]) -> str:
-    """The body of a failure: the same fixed shape as the terminal block."""
-    v = r.get("violation") or {}
-    lines = [f"{r.get('contract', '')} {r.get('id', '')}: {r.get('message', '')}"]
-    if v.get("case"):
-        lines.append(f"case: {case_text(v['case'])}")
-    total = as_float(v.get("total"))
-    if total:
-        mis = as_float(v.get("mismatched")) or 0
-        lines.append(f"mismatched elements: {int(mis)} / {int(total)} ({100 * mis / total:.1f}%)")
-    if v.get("index") is not None:
-        lines.append(f"worst element {tuple(v['index']) if isinstance(v['index'], list) else v['index']}:"
-                     f" actual {fmt_num(v.get('actual'))}, expected {fmt_num(v.get('expected'))}")
-    if v.get("measured") is not None or v.get("allowed") is not None:
-        lines.append(f"measured |error| {fmt_num(v.get('measured'))}, allowed "
-                     f"{fmt_num(v.get('allowed'))}")
-    code = signature_code(r)
-    if code:
-        q = signature_quantities(r)
-        shown = "; ".join(f"{k}={fmt_value(val, 100)}" for k, val in q.items())
-        lines.append(f"signature: {code}" + (f" — {shown}" if shown else ""))
-    if r.get("tolerance"):
-        lines.append(f"tolerance: {r['tolerance']}")
-    repro = r.get("reproduce") or v.get("reproduce")
-    if repro:
-        lines.append(f"reproduce: {repro}")
-    return "\n".join(lines)
+    """The body of a failure: the terminal's violation block, unindented."""
+    return "\n".join(line.strip() for line in violation_lines(r))
 
 
 def render_junit(run: Mapping[str, Any]) -> str:
