@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,16 @@ def test_cmp03_signature_codes(cand, code, says):
     (r,) = run.run.results
     assert r.verdict.value == "violation", r.message
     assert r.signature["code"] == code and says in r.message
+
+
+def test_a_problem_may_import_its_neighbours(tmp_path):
+    """The problem file is loaded here as the candidate's worker loads it: its folder is
+    importable, so a problem split over two files works in both."""
+    shutil.copytree(KB / "matmul", tmp_path / "p")
+    (tmp_path / "p" / "sizes.py").write_text("M, K, N = 64, 96, 48\n")
+    text = (tmp_path / "p" / "problem.py").read_text()
+    (tmp_path / "p" / "problem.py").write_text(
+        text.replace("M = 64\nK = 96\nN = 48\n", "from sizes import M, K, N  # noqa: E402\n"))
+    assert "from sizes import" in (tmp_path / "p" / "problem.py").read_text()
+    p = load_problem(str(tmp_path / "p" / "problem.py"))
+    assert p.module.M == 64

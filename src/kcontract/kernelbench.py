@@ -48,10 +48,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import os
 import secrets
-import sys
 import time
 import types
 from contextlib import contextmanager
@@ -131,20 +129,18 @@ class Problem:
             return list(self.module.get_inputs())
 
 
-def _exec_file(path: str, prefix: str) -> types.ModuleType:
-    path = os.path.abspath(path)
+def _exec_file(path: str) -> types.ModuleType:
+    """A problem or candidate file as a module, loaded as the worker loads it."""
+    from .check.worker import KernelSpecError, load_module_file
     if not os.path.exists(path):
-        raise UsageError(f"no such file: {path}")
-    name = prefix + hashlib.sha1(path.encode()).hexdigest()[:10]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+        raise UsageError(f"no such file: {os.path.abspath(path)}")
     try:
-        spec.loader.exec_module(module)
+        return load_module_file(path)
+    except KernelSpecError as exc:
+        raise UsageError(str(exc)) from None
     except Exception as exc:
-        sys.modules.pop(name, None)
-        raise UsageError(f"cannot load {path}: {type(exc).__name__}: {exc}") from exc
-    return module
+        raise UsageError(f"cannot load {os.path.abspath(path)}: {type(exc).__name__}: {exc}") \
+            from exc
 
 
 def _names(code) -> set:
@@ -157,7 +153,7 @@ def _names(code) -> set:
 
 def load_problem(path: str) -> Problem:
     """Load a reference problem file; raises :class:`UsageError` when it is not one."""
-    module = _exec_file(path, "kcontract_kb_problem_")
+    module = _exec_file(path)
     missing = [a for a in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, a)]
     if missing:
         raise UsageError(f"{path} is not a KernelBench problem: it defines no "

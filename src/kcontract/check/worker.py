@@ -60,6 +60,25 @@ def source_sha256(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
+def load_module_file(path: str):
+    """Import a Python file as a module of its own (its folder goes on ``sys.path``, so it
+    can import its neighbours); what the file raises propagates."""
+    path = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise KernelSpecError(f"no such kernel file: {path}")
+    name = "kcontract_kernel_" + hashlib.sha1(path.encode()).hexdigest()[:10]
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        mod_spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def resolve_kernel(spec: str):
     """``path/to/file.py:function`` or ``package.module:function`` -> (function, module file)."""
     if ":" not in spec:
@@ -67,15 +86,9 @@ def resolve_kernel(spec: str):
                               f"got {spec!r}")
     target, _, attr = spec.rpartition(":")
     if is_path_spec(target):
-        path = os.path.abspath(target)
-        if not os.path.exists(path):
+        if not os.path.exists(target):
             raise KernelSpecError(f"no such kernel file: {target}")
-        name = "kcontract_kernel_" + hashlib.sha1(path.encode()).hexdigest()[:10]
-        mod_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[name] = module
-        sys.path.insert(0, os.path.dirname(path))
-        mod_spec.loader.exec_module(module)
+        module = load_module_file(target)
     else:
         module = importlib.import_module(target)
     obj = module
