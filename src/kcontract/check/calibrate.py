@@ -26,9 +26,8 @@ from ..language.contract import Contract
 from ..ops import get_op, upcast
 from .runner import check
 from .sandbox import KernelLoadError, KernelProcess
-from .verdict import Status
+from .verdict import ROLES
 
-ROLES = ("baseline", "bad", "good")
 BASIC_TRIALS = 5
 BASIC_ATOL = BASIC_RTOL = 1e-2
 

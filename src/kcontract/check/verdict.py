@@ -92,6 +92,10 @@ class ContractResult:
         return d
 
 
+#: the three implementations that calibrate a contract
+ROLES = ("baseline", "bad", "good")
+
+
 def nothing_checked(verdicts) -> Optional[str]:
     """Over (verdict, message) pairs: why nothing was checked when every one is
     ``skipped`` (or there are none), else None.  The one rule for runs and their JSON."""

@@ -54,7 +54,8 @@ def summarize(comps: list[Comparison]) -> list[dict]:
     rows = []
     for c in comps:
         st = c.stats()
-        row = {"case": c.case.describe(), "shape": dict(c.case.shape), "family": c.case.family}
+        row = {"case": c.case.describe(), "shape": dict(c.case.shape), "family": c.case.family,
+               "n": int(c.env["n"]) if c.env.get("n") is not None else None}
         if c.case.extra.get("layout"):
             row["layout"] = c.case.extra["layout"]
         rows.append({**row, "passed": c.passed, "mismatched": st["mismatched"], "total": st["total"],

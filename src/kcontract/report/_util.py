@@ -120,10 +120,7 @@ def overall(run: Mapping[str, Any]) -> str:
 
 
 def class_name(cls: str) -> str:
-    try:
-        from ..classes.taxonomy import CLASSES
-    except Exception:  # pragma: no cover - taxonomy always ships
-        return ""
+    from ..classes.taxonomy import CLASSES
     c = CLASSES.get(str(cls))
     return c.name if c else ""
 

@@ -3,8 +3,8 @@
 matplotlib is optional (``pip install kcontract[plots]``) and imported only
 here, only when a plot is drawn, with the Agg backend and without pyplot (no
 global figure state).  Every function takes plain JSON data, returns a
-:class:`Plot` or ``None`` when there is nothing to draw, and never raises for
-missing or odd keys.
+:class:`Plot` or ``None`` when there is nothing to draw or a key it needs is
+missing.
 
 Plot kinds:
 
@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from ..check.verdict import ROLES
 from ._util import as_float, case_rows, family_of, first, reduction_length, shape_text
 
 PASS_COLOR = "#2e7d32"
@@ -108,7 +109,8 @@ def error_vs_length(result: Mapping[str, Any], op: str, accumulate: str = "") ->
             pts.append((fx, fy, fb, ok, str(f or "")))
     else:
         for row in case_rows(result):
-            n = reduction_length(op, row.get("shape"))
+            # the engine records each case's reduction length; older runs: derive it here
+            n = row.get("n") if row.get("n") is not None else reduction_length(op, row.get("shape"))
             err = as_float(first(row, ("measured", "max_abs")))
             if n is None or err is None:
                 continue
@@ -377,7 +379,6 @@ def sweep_map(result: Mapping[str, Any]) -> Optional[Plot]:
 
 # -- calibration matrix ------------------------------------------------------------
 
-ROLES = ("baseline", "bad", "good")
 
 
 def calibration_matrix(cals: Sequence[Mapping[str, Any]]) -> Optional[Plot]:
