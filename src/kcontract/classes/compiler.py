@@ -637,27 +637,21 @@ def shapes(ctx: Context):
     code = (f"{ctx.contract.cls}.fails-at-every-shape" if every  # not shape-specific at all
             else None if failing else f"{ctx.contract.cls}.stale-output" if stale
             else f"{ctx.contract.cls}.layout-specialised")
-    bad = worst([c for r in failing for c in r.comps]) if failing else None
+    # the evidence the violation points at: the failing shapes, else a stale call, else
+    # the failing layouts
+    shown = failing or ([] if stale else bad_layouts)
+    bad = worst([c for r in shown for c in r.comps])
     if bad is None and stale:
         bad = next((s["cmp"] for s in stale if s.get("cmp") is not None), None)
-    if bad is None and not failing and not stale:
-        bad = worst([c for r in bad_layouts for c in r.comps])
-        if bad is None:  # raised on a view, or returned a wrong shape
-            first_fail = bad_layouts[0].failure
-            v = ctx.violation(None, code=code, message=headline, quantities=sig,
-                              case=first_fail.case if first_fail is not None else
-                              ctx.case(bench, ctx.protocol.families[0], 0,
-                                       layout=bad_layouts[0].layout))
-            return ctx.violated(v, signature=sig, details=details,
-                                seconds=time.perf_counter() - t0)
     if bad is not None:
         v = ctx.violation(bad, code=code, message=headline, quantities=sig)
-    else:
-        first = failing[0] if failing else None
+    else:  # raised or returned a wrong shape: no comparison to point at
+        first = shown[0] if shown else None
+        extra = {"layout": first.layout} if first is not None and first.layout else {}
         fcase = (first.failure.case if first is not None and first.failure is not None
                  and first.failure.case is not None else
                  stale[0]["case"] if first is None and stale else
-                 ctx.case(first.shape if first else bench, ctx.protocol.families[0], 0))
+                 ctx.case(first.shape if first else bench, ctx.protocol.families[0], 0, **extra))
         v = ctx.violation(None, code=code, message=headline, quantities=sig, case=fcase)
     return ctx.violated(v, signature=sig, details=details, seconds=time.perf_counter() - t0)
 
