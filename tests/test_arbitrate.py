@@ -171,3 +171,15 @@ def test_not_a_recording(run_cli, tmp_path):
     junk.write_text("hello")
     assert run_cli("arbitrate", junk, junk)[0] == 2
     assert run_cli("arbitrate", tmp_path / "none.kcr", junk)[0] == 2
+
+
+def test_sides_with_different_claims_are_noted_and_each_judged_by_its_own(tmp_path):
+    """The clamping gather declares oob=clamp: it conforms, and the note says the two sides
+    declared different policies."""
+    a = record(f"{DISPUTE / 'stack_a.py'}:embedding", op="embedding", dtype="float32",
+               classes=["C-EXC-02"], declare={"oob": "clamp"})
+    b = record(f"{DISPUTE / 'stack_b.py'}:embedding", op="embedding", dtype="float32",
+               classes=["C-EXC-02"])
+    arb = arbitrate(a, b).to_json()
+    assert arb["violators"] == []
+    assert any("declared different claims (oob: A clamp, B raise)" in n for n in arb["notes"])

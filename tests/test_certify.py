@@ -165,3 +165,41 @@ def test_a_kernel_override_never_falls_back_to_the_certified_file(certified, tmp
     ver = verify_certificate(str(moved / "cert.json"), kernel=f"{moved / 'elsewhere.py'}:matmul")
     assert [c.name for c in ver.checks] == ["content hash", "kernel source"]
     assert ver.checks[1].ok is None and "not reachable" in ver.checks[1].message
+
+
+def test_a_certificate_whose_verdicts_do_not_reach_its_level_is_rejected(certified, tmp_path):
+    """Resealed after claiming a level its own verdicts do not reach: the hash matches, the
+    consistency check does not."""
+    _, out, _ = certified
+    cert = json.loads(out.read_text())
+    cert["level"] = 3  # the verdicts cover level 2 only
+    cert["content_hash"] = content_hash(cert)
+    p = tmp_path / "resealed.json"
+    p.write_text(json.dumps(cert))
+    ver = verify_certificate(str(p))
+    assert ver.checks[0].ok is True
+    assert any(c.name == "verdicts" and c.ok is False and "no verdict for C-ORD-01" in c.message
+               for c in ver.checks) and not ver.ok
+    cert = json.loads(out.read_text())  # or a verdict of the level turned into a violation
+    cert["verdicts"][0]["verdict"] = "violation"
+    cert["content_hash"] = content_hash(cert)
+    p.write_text(json.dumps(cert))
+    ver = verify_certificate(str(p))
+    assert any(c.name == "verdicts" and c.ok is False and "not a pass" in c.message
+               for c in ver.checks) and not ver.ok
+
+
+def test_the_kernel_is_found_beside_a_moved_certificate(certified, tmp_path):
+    """Copied to another folder with the kernel's file beside it, the certificate finds its
+    kernel there (by the file name it records) and checks its hash."""
+    d, out, _ = certified
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.copy(out, moved / "cert.json")
+    shutil.copy(d / "kern.py", moved / "kern.py")
+    cert = json.loads(out.read_text())
+    cert["kernel"]["spec"] = "gone/kern.py:matmul"  # the original path no longer exists
+    cert["content_hash"] = content_hash(cert)
+    (moved / "cert.json").write_text(json.dumps(cert))
+    ver = verify_certificate(str(moved / "cert.json"))
+    assert ver.checks[1].ok is True and str(moved / "kern.py") in ver.checks[1].message

@@ -170,3 +170,13 @@ def test_check_records_every_run_by_default(run_cli, tmp_path, monkeypatch):
     (e,) = history()
     assert e.kernel.endswith("acme_kernels.py:matmul_bf16") and e.verdict == "conformant"
     assert e.kernel_hash and os.path.exists(tmp_path / "default.db")
+
+
+def test_cli_report_renders_a_stored_run(run_cli, tmp_path):
+    db = tmp_path / "r.db"
+    run_id = record_run(make_run(verdicts=("violation", "pass")), str(db))
+    md = tmp_path / "r.md"
+    code, _, err = run_cli("report", "--id", run_id, "--store", db, "--markdown", md)
+    assert code == 0 and f"wrote {md}" in err
+    assert "k.py:mm" in md.read_text() and "violation" in md.read_text()
+    assert run_cli("report", "--id", 999, "--store", db)[0] == 2

@@ -223,10 +223,16 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
             ver.checks.append(Check("kernel source", False,
                                     f"{src} has sha256 {h[:16]}…, the certificate names "
                                     f"{str(info.get('sha256'))[:16]}…: the kernel changed since"))
-    consistent = achieved_level(cert.get("verdicts") or [], int(cert.get("level", 0) or 0))
-    if bool(cert.get("certified")) and consistent < int(cert.get("level", 0) or 0):
-        ver.checks.append(Check("verdicts", False, "certified, but its own verdicts do not "
-                                                   "reach the level"))
+    level = int(cert.get("level", 0) or 0)
+    verdicts = cert.get("verdicts") or []
+    if bool(cert.get("certified")) and level in LEVELS:
+        covered = {v.get("contract") for v in verdicts} | set(cert.get("not_applicable") or [])
+        missing = [c for c in LEVELS[level] if c not in covered]
+        if achieved_level(verdicts, level) < level or missing:
+            why = (f"no verdict for {', '.join(missing)}" if missing else
+                   "a verdict of the level is not a pass")
+            ver.checks.append(Check("verdicts", False, f"certified at level {level}, but its own "
+                                                       f"verdicts do not reach it ({why})"))
     if rerun:
         _rerun(cert, ver, spec if src is None or kernel else _rerun_spec(spec, src), timeout,
                contracts)
