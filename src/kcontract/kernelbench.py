@@ -60,7 +60,7 @@ import numpy as np
 
 from . import __version__
 from .adapters.base import Adapter
-from .check.engine import Comparison, KernelFailure, INTEGRITY_MESSAGES
+from .check.engine import FAILURE_CODES, Comparison, KernelFailure, raise_for_failure
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from .claims import make_claims
@@ -483,7 +483,7 @@ class ModelProcess(KernelProcess):
                              error_type=payload.get("type", ""))
             if status in ("crashed", "timeout"):
                 self.close()
-            raise KernelFailure("kernel.raised" if status == "raised" else f"kernel.{status}",
+            raise KernelFailure(FAILURE_CODES.get(status, f"kernel.{status}"),
                                 "ModelNew(*get_init_inputs()) failed: " + res.describe())
         self.built = payload
         return payload
@@ -638,15 +638,7 @@ class ModuleCheck:
         return res
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
-        if not res.ok:
-            code = {"raised": "kernel.raised", "crashed": "kernel.crashed",
-                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output",
-                    "tampered": "integrity.transport"}.get(res.status, f"kernel.{res.status}")
-            raise KernelFailure(code, res.describe(), case)
-        for flag in res.flags:
-            kind, _, what = flag.partition(":")
-            if kind in INTEGRITY_MESSAGES:
-                raise KernelFailure(f"integrity.{kind}", INTEGRITY_MESSAGES[kind].format(what), case)
+        raise_for_failure(res, case)
         got = tuple(res.meta.get("shape", np.shape(res.out)))
         if got != tuple(np.shape(ref)):
             raise KernelFailure("kernel.wrong-shape", f"ModelNew returned shape {got}, the "

@@ -108,6 +108,30 @@ class Comparison:
         return d
 
 
+#: the verdict code of each way a call can fail
+FAILURE_CODES = {"raised": "kernel.raised", "crashed": "kernel.crashed",
+                 "timeout": "kernel.timeout", "bad-output": "kernel.bad-output",
+                 "tampered": "integrity.transport"}
+
+
+def check_flags(res: CallResult, case: Optional[Case]) -> None:
+    """Raise :class:`KernelFailure` for the first integrity flag of a call (an input
+    mutated, an aliased output, process state changed, ...)."""
+    for flag in res.flags:
+        kind, _, what = flag.partition(":")
+        if kind in INTEGRITY_MESSAGES:
+            raise KernelFailure(f"integrity.{kind}", INTEGRITY_MESSAGES[kind].format(what), case)
+
+
+def raise_for_failure(res: CallResult, case: Optional[Case]) -> None:
+    """A call that failed (raised, crashed, hung, returned no array, tampered with the
+    channel) or broke an integrity rule, as a :class:`KernelFailure`."""
+    if not res.ok:
+        raise KernelFailure(FAILURE_CODES.get(res.status, f"kernel.{res.status}"),
+                            res.describe(), case)
+    check_flags(res, case)
+
+
 class Context:
     """Everything a protocol needs, bound to one contract and one kernel."""
 
@@ -213,12 +237,7 @@ class Context:
 
     def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],
                  *, out_shape: Optional[tuple] = None) -> np.ndarray:
-        if not res.ok:
-            code = {"raised": "kernel.raised", "crashed": "kernel.crashed",
-                    "timeout": "kernel.timeout", "bad-output": "kernel.bad-output",
-                    "tampered": "integrity.transport"}.get(res.status, f"kernel.{res.status}")
-            raise KernelFailure(code, res.describe(), case)
-        self.check_flags(res, case)
+        raise_for_failure(res, case)
         want_shape = tuple(out_shape) if out_shape is not None else self._out_shape(inputs)
         got_shape = tuple(res.meta.get("shape", np.shape(res.out)))
         if got_shape != want_shape:
@@ -232,10 +251,7 @@ class Context:
         return res.out
 
     def check_flags(self, res: CallResult, case: Case) -> None:
-        for flag in res.flags:
-            kind, _, what = flag.partition(":")
-            if kind in INTEGRITY_MESSAGES:
-                raise KernelFailure(f"integrity.{kind}", INTEGRITY_MESSAGES[kind].format(what), case)
+        check_flags(res, case)
 
     def _out_shape(self, inputs):
         return tuple(self.op.output_shape(self.op.solve_shape(inputs)))
