@@ -470,17 +470,14 @@ class ModelProcess(KernelProcess):
     def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
         self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
                        "seed": seed}
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            self.start()  # builds
+        if self.ensure_alive():  # a fresh worker builds as it starts
             return self.built
         return self._send_build()
 
     def _send_build(self) -> dict:
         status, payload = self._request(("build", self._build), self.load_timeout)
         if status != "ok":
-            res = CallResult(status=status, error=payload.get("message") or payload.get("error", ""),
-                             error_type=payload.get("type", ""))
+            res = CallResult.from_reply(status, payload)
             if status in ("crashed", "timeout"):
                 self.close()
             raise KernelFailure(FAILURE_CODES.get(status, f"kernel.{status}"),
@@ -488,25 +485,8 @@ class ModelProcess(KernelProcess):
         self.built = payload
         return payload
 
-    def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            self.start()
-            self.restarts += 1
-        status, reply = self._request((verb, payload), timeout or self.timeout)
-        res = CallResult(status=status, out=reply.get("out"), meta=reply.get("meta", {}),
-                         flags=list(reply.get("flags", [])),
-                         error=reply.get("message") or reply.get("error", ""),
-                         error_type=reply.get("type", ""), seconds=reply.get("seconds", 0.0))
-        if status in ("crashed", "timeout", "tampered") or any(
-                f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
-            self.close()
-        return res
-
     def raw(self, verb: str, payload: dict, timeout: Optional[float] = None):
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            self.start()
+        self.ensure_alive()
         return self._request((verb, payload), timeout or self.timeout)
 
 

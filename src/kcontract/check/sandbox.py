@@ -54,6 +54,14 @@ class CallResult:
             return f"the kernel tampered with the channel to the checker: {self.error}"
         return "ok"
 
+    @classmethod
+    def from_reply(cls, status: str, reply: dict) -> "CallResult":
+        """A worker's (status, payload) reply as data."""
+        return cls(status=status, out=reply.get("out"), meta=reply.get("meta", {}),
+                   flags=list(reply.get("flags", [])),
+                   error=reply.get("message") or reply.get("error", ""),
+                   error_type=reply.get("type", ""), seconds=reply.get("seconds", 0.0))
+
 
 #: the only globals a worker's reply may name: numpy arrays, dtypes and scalars (and
 #: ml_dtypes' scalar types).  Anything else in a reply (a pickle that would import
@@ -158,10 +166,15 @@ class KernelProcess:
         saves the process start when many trusted kernels are checked in a row
         (calibration).  The worker is still replaced after any crash or tampering."""
         self.kernel = kernel
+        return self.info if self.ensure_alive() else self._load()
+
+    def ensure_alive(self) -> bool:
+        """Start a fresh worker if there is none or it has died; True when one was started."""
         if self.proc is None or self.proc.poll() is not None:
             self.close()
-            return self.start()
-        return self._load()
+            self.start()
+            return True
+        return False
 
     def load_payload(self) -> dict:
         return {"kernel": self.kernel, "framework": self.framework, "device": self.device,
@@ -235,20 +248,17 @@ class KernelProcess:
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            self.start()
-            self.restarts += 1
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
-        status, payload = self._request(("call", {"args": list(args), "kwargs": kwargs or {},
-                                                  "poison": poison, "poison_bytes": nbytes,
-                                                  "layout": layout}),
-                                        timeout or self.timeout)
-        res = CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),
-                         flags=list(payload.get("flags", [])), error=payload.get("message")
-                         or payload.get("error", ""), error_type=payload.get("type", ""),
-                         seconds=payload.get("seconds", 0.0))
-        if status in ("crashed", "timeout", "tampered") or any(
+        return self.request("call", {"args": list(args), "kwargs": kwargs or {},
+                                     "poison": poison, "poison_bytes": nbytes, "layout": layout},
+                            timeout)
+
+    def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
+        """One request to the worker (restarted first if it died), its reply as data."""
+        if self.ensure_alive():
+            self.restarts += 1
+        res = CallResult.from_reply(*self._request((verb, payload), timeout or self.timeout))
+        if res.status in ("crashed", "timeout", "tampered") or any(
                 f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()
@@ -298,6 +308,4 @@ class InProcessKernel:
                                                 "poison": poison, "layout": layout})
         except Exception as exc:
             return CallResult(status="raised", error=str(exc), error_type=type(exc).__name__)
-        return CallResult(status=status, out=payload.get("out"), meta=payload.get("meta", {}),
-                          flags=list(payload.get("flags", [])), error_type=payload.get("type", ""),
-                          seconds=payload.get("seconds", 0.0))
+        return CallResult.from_reply(status, payload)
