@@ -41,12 +41,22 @@ def is_torch_tensor(x: Any) -> bool:
 
 def ops_for(*arrays):
     """The back end for the given arrays (all numpy or all torch on one device)."""
+    if all(type(a) is np.ndarray for a in arrays):
+        return NUMPY_OPS
     kinds = {is_torch_tensor(a) for a in arrays}
     if len(kinds) != 1:
         return None
     if kinds.pop():
-        return TorchOps(arrays[0].device)
+        dev = arrays[0].device
+        ops = _TORCH_OPS.get(dev)
+        if ops is None:
+            ops = _TORCH_OPS[dev] = TorchOps(dev)
+        return ops
     return NUMPY_OPS
+
+
+#: One TorchOps per device (its construction reads torch's dtype table).
+_TORCH_OPS: dict = {}
 
 
 def sub_index(idx: tuple, shape: tuple) -> tuple:
@@ -70,7 +80,7 @@ class NumpyOps:
     # -- facts ---------------------------------------------------------------
     @staticmethod
     def format_name(x) -> str | None:
-        return _NP_NAMES.get(np.dtype(x.dtype))
+        return _NP_NAMES.get(x.dtype)
 
     @staticmethod
     def dtype_str(x) -> str:
@@ -85,20 +95,34 @@ class NumpyOps:
         return np.float64 if fmt_name == "float64" else np.float32
 
     # -- O(n) helpers ----------------------------------------------------------
+    @staticmethod
+    def host_dtype(cdtype):
+        """The numpy dtype of host vectors for the check's ``cdtype``."""
+        return np.dtype(cdtype)
+
     def from_host(self, v: np.ndarray, dtype):
         return np.ascontiguousarray(v, dtype=dtype)
+
+    @staticmethod
+    def to_host(x) -> np.ndarray:
+        """An O(n) result as a host numpy array (float32 or float64, not copied)."""
+        return x
 
     @staticmethod
     def to_host64(x) -> np.ndarray:
         return np.asarray(x, dtype=np.float64)
 
     @staticmethod
+    def host_view(X):
+        """X as a numpy array without a copy (None where that is impossible)."""
+        return X
+
+    @staticmethod
     def sync() -> None:
         return None
 
-    @contextlib.contextmanager
     def exact_mode(self):
-        yield
+        return contextlib.nullcontext()
 
     # -- passes over a matrix ----------------------------------------------------
     def matvec(self, X, v, cdtype):
@@ -153,14 +177,17 @@ class NumpyOps:
 
     @staticmethod
     def row_norms(X, rows) -> np.ndarray:
-        """Euclidean norms of rows ``rows`` of every matrix of X: (batch..., r)."""
-        sub = np.asarray(X[..., rows, :], dtype=np.float64)
+        """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
+        sub = X if rows is None else X[rows] if X.ndim == 2 else X[..., rows, :]
+        if sub.dtype == np.float32 or sub.dtype == np.float64:
+            return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub, dtype=np.float64))
+        sub = sub.astype(np.float64)
         return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub))
 
     @staticmethod
     def col_norms(X, cols) -> np.ndarray:
         """Euclidean norms of columns ``cols`` of every matrix of X: (batch..., c)."""
-        sub = np.asarray(X[..., :, cols], dtype=np.float64)
+        sub = X[..., :, cols].astype(np.float64)
         return np.sqrt(np.einsum("...ij,...ij->...j", sub, sub))
 
     @staticmethod
@@ -267,11 +294,38 @@ class TorchOps(NumpyOps):
     def compute_dtype(self, fmt_name: str):
         return self.torch.float64 if fmt_name == "float64" else self.torch.float32
 
+    def host_dtype(self, cdtype):
+        return np.dtype(np.float64 if cdtype == self.torch.float64 else np.float32)
+
     def from_host(self, v, dtype):
         torch = self.torch
         npdt = np.float64 if dtype == torch.float64 else np.float32
         t = torch.from_numpy(np.ascontiguousarray(v, dtype=npdt))
         return t if self.device.type == "cpu" else t.to(self.device, non_blocking=False)
+
+    def to_host(self, x) -> np.ndarray:
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if x.requires_grad:
+            x = x.detach()
+        if x.dtype in (self.torch.float32, self.torch.float64):
+            return x.numpy()
+        return x.double().numpy()
+
+    def host_view(self, X):
+        """A CPU tensor as a numpy array sharing its memory (bfloat16 / float8
+        through ml_dtypes); None on other devices."""
+        if X.device.type != "cpu":
+            return None
+        X = X.detach()
+        torch = self.torch
+        if X.dtype in (torch.float32, torch.float64, torch.float16):
+            return X.numpy()
+        name = self._map.get(X.dtype)
+        if name is None:
+            return None
+        bits = torch.int16 if X.element_size() == 2 else torch.uint8
+        return X.view(bits).numpy().view(NUMPY_FORMATS[name])
 
     def to_host64(self, x) -> np.ndarray:
         x = x.detach()
@@ -285,9 +339,14 @@ class TorchOps(NumpyOps):
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
-    @contextlib.contextmanager
     def exact_mode(self):
         """No autograd, and no TF32 / reduced-precision reductions on CUDA."""
+        if self.device.type != "cuda" and not self.torch.is_grad_enabled():
+            return contextlib.nullcontext()
+        return self._exact_mode()
+
+    @contextlib.contextmanager
+    def _exact_mode(self):
         torch = self.torch
         with torch.no_grad():
             if self.device.type != "cuda":
@@ -350,7 +409,12 @@ class TorchOps(NumpyOps):
         return out
 
     def row_norms(self, X, rows) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.row_norms(hv, rows)
         torch = self.torch
+        if rows is None:
+            rows = np.arange(X.shape[-2])
         idx = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         if X.device.type != "cpu":
             idx = idx.to(X.device)
@@ -361,6 +425,9 @@ class TorchOps(NumpyOps):
         return nrm.cpu().numpy() if nrm.device.type != "cpu" else nrm.numpy()
 
     def col_norms(self, X, cols) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.col_norms(hv, cols)
         return self.row_norms(X.transpose(-1, -2), cols)
 
     @staticmethod

@@ -14,10 +14,8 @@ whatever the screen does.  See docs/freivalds.md.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -28,6 +26,8 @@ from ..errors import UsageError
 from ..formats import get_format, round_to
 from . import _model as model
 from ._backend import NUMPY_OPS, ops_for, sub_index
+from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
+                      ratio_rows, residual, row_scales, screen, stage1)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -163,9 +163,21 @@ class _Problem:
     out: Any
     cdtype: Any
     cname: str
-    bias: Optional[np.ndarray] = None  # host float64 (N,)
+    bias_src: Any = None  # the bias vector as given (N,)
     groups: int = 1  # column groups of the stage-1 residual
     deterministic: bool = False  # worst-case element bounds
+    b_rms: Any = None  # rms_k ||B_k|| when known (the guard's cache)
+    y: Any = None  # B r of the first round (estimates rms_k ||B_k||)
+    _bias64: Optional[np.ndarray] = None
+
+    @property
+    def bias(self) -> Optional[np.ndarray]:
+        """The bias as host float64 (N,), converted on first use."""
+        if self.bias_src is None:
+            return None
+        if self._bias64 is None:
+            self._bias64 = self.ops.take(self.bias_src, ())
+        return self._bias64
 
 
 def _as_arrays(a, b, c):
@@ -173,58 +185,70 @@ def _as_arrays(a, b, c):
     if ops is None:
         raise UsageError("a, b and c must be all numpy arrays or all torch tensors")
     if ops is NUMPY_OPS:
-        a, b, c = (np.asarray(x) for x in (a, b, c))
-    else:
+        if not (type(a) is type(b) is type(c) is np.ndarray):
+            a, b, c = (np.asarray(x) for x in (a, b, c))
+    elif not (a.device == b.device == c.device):
         devs = {str(x.device) for x in (a, b, c)}
-        if len(devs) != 1:
-            raise UsageError(f"a, b and c are on different devices: {sorted(devs)}")
+        raise UsageError(f"a, b and c are on different devices: {sorted(devs)}")
     return a, b, c, ops
 
 
-def _problem(a, b, c, accumulate, output_format, bias=None) -> _Problem:
-    a, b, c, ops = _as_arrays(a, b, c)
-    for name, x in (("a", a), ("b", b), ("c", c)):
-        if len(ops.shape(x)) < 2:
-            raise UsageError(f"{name} must have at least 2 dimensions (..., rows, cols); "
-                             f"got shape {ops.shape(x)}")
-    sa, sb, sc = ops.shape(a), ops.shape(b), ops.shape(c)
-    M, K = sa[-2:]
-    K2, N = sb[-2:]
-    if K != K2:
-        raise UsageError(f"inner dimensions differ: a is {sa} and b is {sb} ({K} != {K2})")
-    try:
-        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
-    except ValueError:
-        raise UsageError(f"batch dimensions of a {sa[:-2]} and b {sb[:-2]} do not broadcast") \
-            from None
-    if tuple(sc) != batch + (M, N):
-        raise UsageError(f"c has shape {tuple(sc)}; a @ b has shape {batch + (M, N)}")
-    fa, fb, fc = ops.format_name(a), ops.format_name(b), ops.format_name(c)
-    for name, x, f in (("a", a, fa), ("b", b, fb), ("c", c, fc)):
-        if f is None:
-            raise UsageError(f"{name} has unsupported dtype {ops.dtype_str(x)}; supported: "
-                             "float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2")
-    if fa != fb:
-        raise UsageError(f"dtype mismatch: a is {fa} and b is {fb}; cast one operand so "
-                         "both have the dtype the product was computed from")
+_FORMAT_ERROR = ("{name} has unsupported dtype {dt}; supported: float64, float32, float16, "
+                 "bfloat16, float8_e4m3fn, float8_e5m2")
+
+
+@functools.lru_cache(maxsize=256)
+def _formats(fa: str, fc: str, accumulate: Optional[str], output_format: Optional[str]):
+    """(operand format, accumulator, output format, check precision) of a call."""
     op_fmt = get_format(fa)
     if accumulate is None:
         accumulate = "float64" if fa == "float64" else "float32"
     acc = get_format(accumulate)
     out = get_format(output_format if output_format is not None else fc)
     cname = "float64" if "float64" in (fa, fc) else "float32"
-    bias64 = None
+    return op_fmt, acc, out, cname
+
+
+def _problem(a, b, c, accumulate, output_format, bias=None) -> _Problem:
+    a, b, c, ops = _as_arrays(a, b, c)
+    sa, sb, sc = ops.shape(a), ops.shape(b), ops.shape(c)
+    for name, s in (("a", sa), ("b", sb), ("c", sc)):
+        if len(s) < 2:
+            raise UsageError(f"{name} must have at least 2 dimensions (..., rows, cols); "
+                             f"got shape {s}")
+    M, K = sa[-2:]
+    K2, N = sb[-2:]
+    if K != K2:
+        raise UsageError(f"inner dimensions differ: a is {sa} and b is {sb} ({K} != {K2})")
+    if len(sa) == 2 and len(sb) == 2:
+        batch = ()
+    else:
+        try:
+            batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+        except ValueError:
+            raise UsageError(f"batch dimensions of a {sa[:-2]} and b {sb[:-2]} do not "
+                             "broadcast") from None
+    if sc != batch + (M, N):
+        raise UsageError(f"c has shape {sc}; a @ b has shape {batch + (M, N)}")
+    fa, fb, fc = ops.format_name(a), ops.format_name(b), ops.format_name(c)
+    if fa is None or fb is None or fc is None:
+        for name, x, f in (("a", a, fa), ("b", b, fb), ("c", c, fc)):
+            if f is None:
+                raise UsageError(_FORMAT_ERROR.format(name=name, dt=ops.dtype_str(x)))
+    if fa != fb:
+        raise UsageError(f"dtype mismatch: a is {fa} and b is {fb}; cast one operand so "
+                         "both have the dtype the product was computed from")
+    op_fmt, acc, out, cname = _formats(fa, fc, accumulate, output_format)
     if bias is not None:
         if ops_for(bias, a) is None:
             raise UsageError("bias must be of the same kind (numpy / torch) as a, b and c")
+        if ops is NUMPY_OPS:
+            bias = np.asarray(bias)
         if tuple(ops.shape(bias)) != (N,) or ops.format_name(bias) is None:
             raise UsageError(f"bias must be a float vector of length N={N}; got shape "
                              f"{tuple(ops.shape(bias))} and dtype {ops.dtype_str(bias)}")
-        bias64 = ops.take(bias, ())
-        if not np.isfinite(bias64).all():
-            raise NonFiniteOperandError("bias contains NaN or Inf")
-    return _Problem(a, b, c, ops, batch, tuple(sa[:-2]), tuple(sb[:-2]), M, K, N, op_fmt,
-                    acc, out, ops.compute_dtype(cname), cname, bias64)
+    return _Problem(a, b, c, ops, batch, sa[:-2], sb[:-2], M, K, N, op_fmt,
+                    acc, out, ops.compute_dtype(cname), cname, bias)
 
 
 def _units(p: _Problem) -> model.Units:
@@ -278,7 +302,52 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
     t0 = time.perf_counter()
-    if not isinstance(rounds, (int, np.integer)) or rounds < 1:
+    if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
+            or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
+            or repair is not False or bound != "probabilistic":
+        _check_options(rounds, false_alarm, repair, bound, groups)
+    pfa = float(false_alarm)
+    if groups > 1 and _pre is not None:
+        raise UsageError("groups > 1 cannot use a cached weight vector")
+    p = _problem(a, b, c, accumulate, output_format, bias)
+    if groups > 1:
+        p.groups = int(min(groups, max(p.N, 1)))
+    p.deterministic = bound == "deterministic"
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little") >> 1
+    elif not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+    else:
+        seed = int(seed)
+    res = FreivaldsResult(
+        passed=True, reason="verified", suspect_rows=[], suspects=[],
+        threshold=_ZERO, ratio=0.0,
+        false_alarm=0.0 if p.deterministic else pfa, screen_ratio=0.0,
+        shape=(p.batch, p.M, p.K, p.N), operand_format=p.op_fmt.name, accumulate=p.acc.name,
+        output_format=p.out.name, check_precision=p.cname, rounds=int(rounds),
+        groups=p.groups, bound=bound, seed=seed, backend=p.ops.name)
+    items = math.prod(p.batch)
+    with p.ops.exact_mode():
+        if items * p.M * p.N == 0:
+            res.threshold = np.zeros(p.batch)
+            res.reason, res.message = "empty", "empty product: nothing to verify"
+        elif p.K == 0:
+            res.threshold = np.zeros(p.batch)
+            _check_empty_sum(p, res, repair)
+        else:
+            _verify(p, res, int(rounds), seed, pfa, max(0, int(max_rows)), localize, repair,
+                    _pre)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+_ZERO = np.zeros(())
+_ZERO.flags.writeable = False
+
+
+def _check_options(rounds, false_alarm, repair, bound, groups) -> None:
+    """Raise UsageError for a bad option (the slow path of verify's checks)."""
+    if not isinstance(rounds, (int, np.integer)) or isinstance(rounds, bool) or rounds < 1:
         raise UsageError(f"rounds must be a positive integer, got {rounds!r}")
     try:
         pfa = float(false_alarm)
@@ -292,151 +361,60 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         raise UsageError(f"bound must be 'probabilistic' or 'deterministic', got {bound!r}")
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise UsageError(f"groups must be a positive integer, got {groups!r}")
-    if groups > 1 and _pre is not None:
-        raise UsageError("groups > 1 cannot use a cached weight vector")
-    p = _problem(a, b, c, accumulate, output_format, bias)
-    p.groups = int(min(groups, max(p.N, 1)))
-    p.deterministic = bound == "deterministic"
-    if seed is None:
-        seed = int.from_bytes(os.urandom(8), "little") >> 1
-    elif not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
-    res = FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[],
-        threshold=np.zeros(p.batch), ratio=0.0,
-        false_alarm=0.0 if p.deterministic else pfa, screen_ratio=0.0,
-        shape=(p.batch, p.M, p.K, p.N), operand_format=p.op_fmt.name, accumulate=p.acc.name,
-        output_format=p.out.name, check_precision=p.cname, rounds=int(rounds),
-        groups=p.groups, bound=bound, seed=seed, backend=p.ops.name)
-    items = int(np.prod(p.batch, dtype=np.int64)) if p.batch else 1
-    with p.ops.exact_mode():
-        if items * p.M * p.N == 0:
-            res.reason, res.message = "empty", "empty product: nothing to verify"
-        elif p.K == 0:
-            _check_empty_sum(p, res, repair)
-        else:
-            _verify(p, res, int(rounds), seed, pfa, max(0, int(max_rows)), localize, repair,
-                    _pre)
-    res.seconds = time.perf_counter() - t0
-    return res
 
 
 def _stage1(p: _Problem, rounds: int, seed: int, cdtype, pre=None):
-    """y = B r, z = A y, w = C r for each round, as host float64 arrays of shape
-    (rounds, batch..., M, groups).  ``pre``: a callable (problem, cdtype) ->
-    (r on the device, B r, r) supplying a cached B r (the guard)."""
+    """z = A (B r), w = C r for each round: host arrays of shape (rounds, batch...,
+    M, groups); see :func:`._screen.stage1`."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return _stage1_rounds(p, rounds, seed, cdtype, pre)
+        return stage1(p, rounds, seed, cdtype, pre)
 
 
-def _stage1_rounds(p: _Problem, rounds: int, seed: int, cdtype, pre):
-    """(z, w) of shape (rounds, batch..., M, groups)."""
-    ops = p.ops
-    G = p.groups
-    zs, ws = [], []
-    for k in range(rounds):
-        if G > 1:
-            r = rademacher(seed, k, p.N)
-            R = np.zeros((p.N, G), dtype=np.float64)
-            R[np.arange(p.N), group_of(p.N, G)] = r
-            rd = ops.from_host(R, cdtype)
-            y = ops.matmat(p.b, rd, cdtype)
-            z = ops.to_host64(ops.matmat(p.a, y, cdtype))
-            w = ops.to_host64(ops.matmat(p.c, rd, cdtype))
-            if p.bias is not None:
-                z = z + p.bias @ R
-        else:
-            if pre is not None:
-                rd, y, r = pre(p, cdtype)
-            else:
-                r = rademacher(seed, k, p.N)
-                rd = ops.from_host(r, cdtype)
-                y = ops.matvec(p.b, rd, cdtype)
-            z = ops.to_host64(ops.matvec(p.a, y, cdtype))[..., None]
-            w = ops.to_host64(ops.matvec(p.c, rd, cdtype))[..., None]
-            if p.bias is not None:
-                z = z + float(p.bias @ r)
-        zs.append(z)
-        ws.append(w)
-    if rounds == 1:
-        return zs[0][None], ws[0][None]
-    return np.stack(zs), np.stack(ws)
-
-
-def group_of(N: int, G: int) -> np.ndarray:
-    """Group of each column: G contiguous blocks of (nearly) equal width."""
-    return (np.arange(N, dtype=np.int64) * G) // N
-
-
-def rademacher(seed: int, stream: int, n: int) -> np.ndarray:
-    """n random +-1 signs (int8) from (seed, stream), reproducibly (the bits of
-    SHAKE-256 of the seed: unpredictable without the seed).
-
-    Signs whose sum is smaller than sqrt(n)/4 in magnitude are redrawn, so that
-    an offset added to a whole row (or column) of C never cancels out of the
-    residual; otherwise the signs are independent and fair."""
-    for attempt in range(64):
-        key = (seed.to_bytes(16, "little", signed=False) + stream.to_bytes(8, "little")
-               + attempt.to_bytes(2, "little"))
-        bits = np.frombuffer(hashlib.shake_256(key).digest((n + 7) // 8), dtype=np.uint8)
-        r = _SIGNS[np.unpackbits(bits, count=n)]
-        if n < 16 or abs(int(r.sum(dtype=np.int64))) >= 0.25 * math.sqrt(n):
-            break
-    return r
-
-
-_SIGNS = np.array([1, -1], dtype=np.int8)
+def _row_scales(p: _Problem, seed: int, items: int):
+    """Row scales per matrix as arrays of shape (items,); see :func:`._screen.row_scales`."""
+    cn, sn = row_scales(p, seed, items)
+    return np.reshape(cn, (-1,)).astype(np.float64), np.reshape(sn, (-1,)).astype(np.float64)
 
 
 def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, localize, repair,
             pre=None):
     ops = p.ops
-    z, w = _stage1(p, rounds, seed, p.cdtype, pre)
-    zf = np.isfinite(z)
-    if not zf.all() or not np.isfinite(w).all():
-        for name, x in (("a", p.a), ("b", p.b)):
-            if not ops.all_finite(x):
-                pos = ops.nonfinite_positions(x)
-                raise NonFiniteOperandError(
-                    f"operand {name} contains NaN or Inf (first at {pos[0] if pos else '?'}); "
-                    "the product has no finite reference to verify against")
-        if not zf.all() or (p.cname == "float32" and ops.all_finite(p.c)):
-            # finite operands but the float32 check overflowed: redo it in float64
-            p.cdtype, p.cname = ops.compute_dtype("float64"), "float64"
-            res.check_precision = "float64"
-            z, w = _stage1(p, rounds, seed, p.cdtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z, w = stage1(p, rounds, seed, p.cdtype, pre)
+        d = residual(z, w)
+    if not math.isfinite(float(d.max())):
+        zf = np.isfinite(z)
+        if not zf.all() or not np.isfinite(w).all():
+            for name, x in (("a", p.a), ("b", p.b)):
+                if not ops.all_finite(x):
+                    pos = ops.nonfinite_positions(x)
+                    raise NonFiniteOperandError(
+                        f"operand {name} contains NaN or Inf (first at "
+                        f"{pos[0] if pos else '?'}); the product has no finite reference "
+                        "to verify against")
+            if p.bias is not None and not np.isfinite(p.bias).all():
+                raise NonFiniteOperandError("bias contains NaN or Inf")
+            if not zf.all() or (p.cname == "float32" and ops.all_finite(p.c)):
+                # finite operands but the float32 check overflowed: redo it in float64
+                p.cdtype, p.cname = ops.compute_dtype("float64"), "float64"
+                res.check_precision = "float64"
+                with np.errstate(over="ignore", invalid="ignore"):
+                    z, w = stage1(p, rounds, seed, p.cdtype)
+                    d = residual(z, w)
     units = _units(p)
-    items = int(np.prod(p.batch, dtype=np.int64)) if p.batch else 1
-    G = p.groups
-    with np.errstate(invalid="ignore", over="ignore"):
-        d = np.abs(z - w)  # (rounds, batch..., M, G)
-    # per matrix: (items, rounds * M * G)
-    per = rounds * p.M * G
-    if rounds == 1:
-        dI = d.reshape(items, per)
-    else:
-        dI = np.moveaxis(d.reshape(rounds, items, p.M * G), 0, 1).reshape(items, per)
-    finite = np.isfinite(dI)
-    dcal = np.where(finite, dI, 0.0)
-    c_norm, s_norm = _row_scales(p, seed, items)
-    # a group of N/G columns: row norms and the check's lengths shrink with it
-    gs = 1.0 / math.sqrt(G)
-    scale, cap, calibrated = model.screen_scale(dcal, c_norm * gs, s_norm * gs, p.K,
-                                                -(-p.N // G), units)
-    tau = model.LAMBDA_SCREEN * scale
-    res.threshold = tau.reshape(p.batch) if p.batch else tau.reshape(())
-    res.noise_scale = scale.reshape(p.batch) if p.batch else scale.reshape(())
-    res.calibrated = bool(calibrated)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(dI > 0, dI / tau[:, None], 0.0)
-    ratio = np.where(finite, ratio, np.inf)
-    ratio_rows = ratio.reshape(items, rounds, p.M, G).max(axis=(1, 3))  # (items, M)
-    res.screen_ratio = float(ratio_rows.max())
-    flagged = np.argwhere(ratio_rows > 1.0)
-    if flagged.size == 0:
-        res.ratio = res.screen_ratio
+    items = math.prod(p.batch)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scr = screen(p, d, rounds, seed, items, units)
+    res.threshold = scr.tau.reshape(p.batch)
+    res.noise_scale = scr.scale.reshape(p.batch)
+    res.calibrated = scr.calibrated
+    res.screen_ratio = scr.ratio
+    if scr.clear:
+        res.ratio = scr.ratio
         return
-    order = np.argsort(-ratio_rows[flagged[:, 0], flagged[:, 1]], kind="stable")
+    ratio_rows_ = ratio_rows(p, scr, rounds, items)
+    flagged = np.argwhere(ratio_rows_ > 1.0)
+    order = np.argsort(-ratio_rows_[flagged[:, 0], flagged[:, 1]], kind="stable")
     flagged = flagged[order]
     full_idx = [np.unravel_index(int(t), p.batch) if p.batch else () for t in flagged[:, 0]]
     res.screened_rows = [tuple(int(v) for v in full_idx[k]) + (int(flagged[k, 1]),)
@@ -502,43 +480,6 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
     if repair and fixes:
         vals = [((ci, i, j), float(round_to(np.float64(v), p.out))) for (ci, i, j), v in fixes]
         res.repaired = ops.set_elements(p.c, vals, inplace=(repair == "inplace"))
-
-
-#: Rows sampled per matrix for the screen's row scales; products with at most
-#: SMALL_ROWS rows in all use every row.
-SAMPLE_ROWS = 4
-SMALL_ROWS = 64
-
-
-def _row_scales(p: _Problem, seed: int, items: int):
-    """Typical ||C_i|| and sqrt(sum_k a_ik^2 ||b_k||^2) per matrix, from a few
-    random rows of A, B and C (O(K + N) per row).  Small products use all rows
-    and the largest values."""
-    ops = p.ops
-    every = items * p.M <= SMALL_ROWS
-    pick = random.Random(seed)
-    rows = np.arange(p.M) if every or p.M <= SAMPLE_ROWS else \
-        np.array(sorted(pick.sample(range(p.M), SAMPLE_ROWS)))
-    cn = ops.row_norms(p.c, rows)  # (batch..., r)
-    an = ops.row_norms(p.a, rows)  # (batch_a..., r)
-    # rms_k ||B_k|| = ||B||_F / sqrt(K): sampled from rows of B, or from its
-    # columns when those are the contiguous ones (B = W^T in a linear layer)
-    if ops.rows_contiguous(p.b) or p.N <= SAMPLE_ROWS:
-        krows = np.arange(p.K) if p.K <= SAMPLE_ROWS else \
-            np.array(sorted(pick.sample(range(p.K), SAMPLE_ROWS)))
-        bn = ops.row_norms(p.b, krows)  # (batch_b..., kr)
-        brms = np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1])  # (batch_b...)
-    else:
-        jcols = np.array(sorted(pick.sample(range(p.N), SAMPLE_ROWS)))
-        bn = ops.col_norms(p.b, jcols)
-        brms = np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1] * p.N / max(p.K, 1))
-    sn = an * brms[..., None]
-    cn = np.broadcast_to(cn, p.batch + (len(rows),)).reshape(items, len(rows))
-    sn = np.broadcast_to(sn, p.batch + (len(rows),)).reshape(items, len(rows))
-    cn = np.where(np.isfinite(cn), cn, 0.0)
-    if every:
-        return cn.max(axis=1), sn.max(axis=1)
-    return model.median_rows(cn), model.median_rows(sn)
 
 
 def _element_errors(crow, cstar, bound, out_fmt):

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import UsageError
 from ._core import (DEFAULT_FALSE_ALARM, FreivaldsResult, NonFiniteOperandError,
-                    ProductCheckError, rademacher, verify)
+                    ProductCheckError, verify)
+from ._screen import Projection, b_rms, signs
 
 LOG = logging.getLogger("kcontract.freivalds")
 ON_FAIL = ("raise", "warn", "log")
@@ -138,11 +139,12 @@ class Guard(contextlib.ContextDecorator):
         return mode.__exit__(*exc)
 
     # ------------------------------------------------------------------
-    def _signs(self, N: int) -> np.ndarray:
-        r = self._r.get(N)
+    def _signs(self, N: int, dtype) -> np.ndarray:
+        key = (N, dtype)
+        r = self._r.get(key)
         if r is None:
-            r = rademacher(int(self._rng.integers(0, 2 ** 62)), 0, N)
-            self._r[N] = r
+            r = signs(int(self._rng.integers(0, 2 ** 62)), 0, N, dtype)
+            self._r[key] = r
         return r
 
     def _check(self, name: str, a, b, c, bias=None, weight=None, transposed=False):
@@ -193,16 +195,17 @@ class Guard(contextlib.ContextDecorator):
         cache = self._cache
 
         def pre(p, cdtype):
-            r = self._signs(p.N)
+            r = self._signs(p.N, p.ops.host_dtype(cdtype))
 
             def compute():
                 rd = p.ops.from_host(r, cdtype)
-                return rd, p.ops.matvec(p.b, rd, cdtype)
+                y = p.ops.matvec(p.b, rd, cdtype)
+                return Projection(rd, y, r, b_rms(p, 0, y))
 
-            (rd, y), hit = cache.get(weight, transposed, p.N, cdtype, compute)
+            proj, hit = cache.get(weight, transposed, p.N, cdtype, compute)
             if hit:
                 self.stats.cache_hits += 1
-            return rd, y, r
+            return proj
         return pre
 
 

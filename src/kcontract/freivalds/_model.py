@@ -148,11 +148,14 @@ def screen_cap(c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,
     C r (u_check^2 (N S_i^2 + K S_i^2 + N ||C_i||^2) / 6); CAP_SLACK covers
     moderate cancellation.
     """
-    c2 = np.asarray(c_norm, dtype=np.float64) ** 2
-    s2 = np.asarray(s_norm, dtype=np.float64) ** 2
+    if not isinstance(c_norm, float):
+        c_norm = np.asarray(c_norm, dtype=np.float64)
+        s_norm = np.asarray(s_norm, dtype=np.float64)
+    c2 = c_norm * c_norm
+    s2 = s_norm * s_norm
     var = (units.acc ** 2 * K * (c2 / 3.0 + s2 / 2.0) / 3.0 + units.out ** 2 * c2 / 3.0
            + units.check ** 2 * ((N + K) * s2 + N * c2) / 6.0)
-    return CAP_SLACK * np.sqrt(var)
+    return CAP_SLACK * var ** 0.5
 
 
 def screen_scale(absd: np.ndarray, c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,
@@ -171,18 +174,39 @@ def screen_scale(absd: np.ndarray, c_norm: np.ndarray, s_norm: np.ndarray, K: in
     if rows == 0:
         return np.zeros(items), cap, False
     if rows >= MIN_CALIBRATION_ROWS:
-        med_d = median_rows(absd)
+        k = rows // 2
         if rows >= TAIL_CALIBRATION_ROWS:
             # honest residuals can be heavier-tailed than Gaussian (e.g. few-bit
             # operands whose partial sums are often exact): use the 90th
             # percentile too, which a few corrupted rows cannot move
-            k = int(0.9 * rows)
-            q90 = np.partition(absd, k, axis=-1)[..., k]
-            med_d = np.maximum(med_d, q90 * (MEDIAN_ABS_NORMAL / Q90_ABS_NORMAL))
+            k9 = int(0.9 * rows)
+            part = np.partition(absd, (k, k9), axis=-1)
+            med_d = np.maximum(part[..., k], part[..., k9] * (MEDIAN_ABS_NORMAL / Q90_ABS_NORMAL))
+        else:
+            med_d = np.partition(absd, k, axis=-1)[..., k]
     elif items * rows >= MIN_CALIBRATION_ROWS:
         med_d = np.full(items, median_rows(absd.reshape(1, -1))[0])
     else:
         return cap, cap, False
     scale = med_d / MEDIAN_ABS_NORMAL
     scale = np.clip(scale, FLOOR_FRACTION * cap, cap)
+    return scale, cap, True
+
+
+def screen_scale_one(absd: np.ndarray, c_norm: float, s_norm: float, K: int, N: int,
+                     units: Units):
+    """:func:`screen_scale` for a single matrix (``absd`` 1-D), in floats:
+    the same quantiles and clipping, without per-item arrays."""
+    rows = absd.shape[0]
+    cap = screen_cap(float(c_norm), float(s_norm), K, N, units)
+    if rows < MIN_CALIBRATION_ROWS:
+        return cap, cap, False
+    k = rows // 2
+    if rows >= TAIL_CALIBRATION_ROWS:
+        k9 = int(0.9 * rows)
+        part = np.partition(absd, (k, k9))
+        med_d = max(float(part[k]), float(part[k9]) * (MEDIAN_ABS_NORMAL / Q90_ABS_NORMAL))
+    else:
+        med_d = float(np.partition(absd, k)[k])
+    scale = min(max(med_d / MEDIAN_ABS_NORMAL, FLOOR_FRACTION * cap), cap)
     return scale, cap, True

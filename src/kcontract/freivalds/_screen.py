@@ -1,0 +1,303 @@
+"""Stage 1 of the Freivalds check: the random signs, the three projections,
+the residual and the screen -- the part every call pays for.
+
+Everything here is O(M + N + K) beyond the three matrix-vector products, and
+written so that its fixed cost stays small next to those passes (a handful of
+small numpy operations): the signs are expanded from SHAKE-256 bytes through a
+256-entry table straight into the check's dtype, the screen's row scales come
+from a few sampled rows read through host views (no device round trips for
+CPU tensors), and a product whose residual stays under the threshold leaves
+without any per-row bookkeeping.  See docs/freivalds.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _model as model
+
+#: Rows sampled per matrix for the screen's row scales; products with at most
+#: SMALL_ROWS rows in all use every row.
+SAMPLE_ROWS = 4
+SMALL_ROWS = 64
+
+# bit k (most significant first, as np.unpackbits) of byte v -> sign (1 -> -1)
+_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1)
+_SIGN_TABLES = {np.dtype(dt): np.where(_BITS == 1, -1, 1).astype(dt)
+                for dt in (np.int8, np.float32, np.float64)}
+_SIGN_TABLES.update({dt.type: t for dt, t in list(_SIGN_TABLES.items())})
+
+
+def sign_bytes(seed: int, stream: int, attempt: int, n: int) -> bytes:
+    key = (seed.to_bytes(16, "little", signed=False) + stream.to_bytes(8, "little")
+           + attempt.to_bytes(2, "little"))
+    return hashlib.shake_256(key).digest((n + 7) // 8)
+
+
+def signs(seed: int, stream: int, n: int, dtype=np.int8) -> np.ndarray:
+    """n random +-1 signs from (seed, stream), reproducibly (the bits of
+    SHAKE-256 of the seed, most significant first; bit 1 is -1: unpredictable
+    without the seed), as a contiguous array of ``dtype`` (int8, float32 or
+    float64).
+
+    Signs whose sum is smaller than sqrt(n)/4 in magnitude are redrawn, so that
+    an offset added to a whole row (or column) of C never cancels out of the
+    residual; otherwise the signs are independent and fair."""
+    limit = 0.25 * math.sqrt(n)
+    pad = 8 * ((n + 7) // 8) - n
+    for attempt in range(64):
+        raw = sign_bytes(seed, stream, attempt, n)
+        # the sum of the signs is n - 2 * (number of one bits among the first n)
+        ones = (int.from_bytes(raw, "big") >> pad).bit_count()
+        if n < 16 or abs(n - 2 * ones) >= limit:
+            break
+    table = _SIGN_TABLES.get(dtype)
+    if table is None:
+        table = _SIGN_TABLES[np.dtype(dtype)]
+    return table[np.frombuffer(raw, dtype=np.uint8)].reshape(-1)[:n]
+
+
+def rademacher(seed: int, stream: int, n: int) -> np.ndarray:
+    """n random +-1 signs (int8) from (seed, stream); see :func:`signs`."""
+    return signs(seed, stream, n, np.int8)
+
+
+def group_of(N: int, G: int) -> np.ndarray:
+    """Group of each column: G contiguous blocks of (nearly) equal width."""
+    return (np.arange(N, dtype=np.int64) * G) // N
+
+
+@dataclass
+class Projection:
+    """A right-operand projection supplied from outside (the guard's cache):
+    r on the device, y = B r, r on the host, and rms_k ||B_k|| (or None)."""
+
+    rd: Any
+    y: Any
+    r: np.ndarray
+    b_rms: Optional[float] = None
+
+
+def stage1(p, rounds: int, seed: int, cdtype, pre=None):
+    """z = A (B r) and w = C r for each round, as host arrays of shape
+    (rounds, batch..., M, groups) (float32 or float64, whatever the check ran
+    in; the residual is formed in float64).  ``pre``: a callable (problem,
+    cdtype) -> :class:`Projection` supplying a cached B r (the guard)."""
+    ops = p.ops
+    G = p.groups
+    if rounds == 1 and G == 1:  # the common case, without stacking
+        z, w = _round(p, 0, seed, cdtype, pre)
+        return z[None, ..., None], w[None, ..., None]
+    zs, ws = [], []
+    for k in range(rounds):
+        if G > 1:
+            r = rademacher(seed, k, p.N)
+            R = np.zeros((p.N, G), dtype=np.float64)
+            R[np.arange(p.N), group_of(p.N, G)] = r
+            rd = ops.from_host(R, cdtype)
+            y = ops.matmat(p.b, rd, cdtype)
+            z = ops.to_host(ops.matmat(p.a, y, cdtype)).astype(np.float64)
+            w = ops.to_host(ops.matmat(p.c, rd, cdtype))
+            if p.bias is not None:
+                z = z + p.bias @ R
+        else:
+            z, w = _round(p, k, seed, cdtype, pre)
+            z, w = z[..., None], w[..., None]
+        zs.append(z)
+        ws.append(w)
+    return np.stack(zs), np.stack(ws)
+
+
+def _round(p, k: int, seed: int, cdtype, pre):
+    """One round with a single residual: (z, w) of shape (batch..., M)."""
+    ops = p.ops
+    if pre is not None:
+        pr = pre(p, cdtype)
+        rd, y, r = pr.rd, pr.y, pr.r
+        p.b_rms = pr.b_rms
+    else:
+        r = signs(seed, k, p.N, ops.host_dtype(cdtype))
+        rd = ops.from_host(r, cdtype)
+        y = ops.matvec(p.b, rd, cdtype)
+    if k == 0:
+        p.y = y
+    z = ops.to_host(ops.matvec(p.a, y, cdtype))
+    w = ops.to_host(ops.matvec(p.c, rd, cdtype))
+    if p.bias is not None:
+        z = z + float(p.bias @ r)
+    return z, w
+
+
+def residual(z, w) -> np.ndarray:
+    """|z - w| in float64."""
+    d = np.subtract(z, w, dtype=np.float64)
+    return np.abs(d, out=d)
+
+
+# ---------------------------------------------------------------------------
+# the screen's row scales
+# ---------------------------------------------------------------------------
+
+_MASK64 = (1 << 64) - 1
+
+
+def sample_rows(seed: int, n: int, k: int) -> np.ndarray:
+    """k distinct indices in [0, n) drawn from the seed (a 64-bit LCG), sorted."""
+    out: set = set()
+    x = (seed ^ 0x9E3779B97F4A7C15) & _MASK64
+    while len(out) < k:
+        x = (x * 6364136223846793005 + 1442695040888963407) & _MASK64
+        out.add((x >> 32) % n)
+    return np.array(sorted(out), dtype=np.int64)
+
+
+#: Below this K, rms_k ||B_k|| is sampled from rows of B rather than read off y = B r.
+MIN_K_FROM_Y = 64
+
+
+def b_rms(p, seed: int, y=None):
+    """rms_k ||B_k|| = ||B||_F / sqrt(K) per matrix of B (batch_b...).
+
+    From y = B r when K is large (E y_k^2 = ||B_k||^2 for +-1 signs, so
+    ||y||^2 / K estimates it with relative error about sqrt(2/K), without
+    reading B again); otherwise sampled from rows of B, or from its columns
+    when those are the contiguous ones (B = W^T in a linear layer)."""
+    ops = p.ops
+    if y is not None and p.K >= MIN_K_FROM_Y:
+        yh = ops.host_view(y)
+        if yh is not None:
+            if yh.ndim == 1:
+                v = float(np.dot(yh, yh))
+                if math.isfinite(v):
+                    return math.sqrt(v / p.K)
+            else:
+                v = np.einsum("...k,...k->...", yh, yh, dtype=np.float64)
+                if np.isfinite(v).all():
+                    return np.sqrt(v / p.K)
+    if ops.rows_contiguous(p.b) or p.N <= SAMPLE_ROWS:
+        krows = np.arange(p.K) if p.K <= SAMPLE_ROWS else \
+            sample_rows(seed + 1, p.K, SAMPLE_ROWS)
+        bn = ops.row_norms(p.b, krows)  # (batch_b..., kr)
+        return np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1])
+    jcols = sample_rows(seed + 2, p.N, SAMPLE_ROWS)
+    bn = ops.col_norms(p.b, jcols)
+    return np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1] * p.N / max(p.K, 1))
+
+
+def _block_rms(ops, X, i0: int, k: int):
+    """RMS of the norms of rows i0 .. i0 + k - 1 of a 2-D X, as a float."""
+    hv = ops.host_view(X)
+    if hv is None:
+        return float(np.sqrt(np.mean(ops.row_norms(X, np.arange(i0, i0 + k)) ** 2)))
+    sub = hv[i0:i0 + k]
+    if sub.dtype != np.float32 and sub.dtype != np.float64:
+        sub = sub.astype(np.float32)
+    v = sub.ravel()
+    ss = float(np.dot(v, v))
+    if not math.isfinite(ss):
+        v = v.astype(np.float64)
+        ss = float(np.dot(v, v))
+    return math.sqrt(ss / k)
+
+
+def row_scales(p, seed: int, items: int):
+    """Typical ||C_i|| and sqrt(sum_k a_ik^2 ||b_k||^2) per matrix.
+
+    Products with at most SMALL_ROWS rows in all use every row and the largest
+    values.  Otherwise the RMS over SAMPLE_ROWS consecutive rows from a random
+    start (O(K + N) per row), with rms_k ||B_k|| from :func:`b_rms`."""
+    ops = p.ops
+    brms = p.b_rms if p.b_rms is not None else b_rms(p, seed, p.y)
+    if items * p.M <= SMALL_ROWS:
+        cn = ops.row_norms(p.c, None)  # (batch..., M)
+        sn = ops.row_norms(p.a, None) * np.asarray(brms)[..., None]
+        if not p.batch:
+            cn = float(cn.max())
+            return (cn if math.isfinite(cn) else 0.0), float(sn.max())
+        cn = np.broadcast_to(cn, p.batch + (p.M,)).reshape(items, p.M)
+        sn = np.broadcast_to(sn, p.batch + (p.M,)).reshape(items, p.M)
+        cn = np.where(np.isfinite(cn), cn, 0.0)
+        return cn.max(axis=1), sn.max(axis=1)
+    k = min(SAMPLE_ROWS, p.M)
+    i0 = seed % (p.M - k + 1)
+    if not p.batch and np.ndim(brms) == 0:
+        cn = _block_rms(ops, p.c, i0, k)
+        cn = cn if math.isfinite(cn) else 0.0
+        return cn, _block_rms(ops, p.a, i0, k) * float(brms)
+    rows = np.arange(i0, i0 + k)
+    cn = ops.row_norms(p.c, rows)  # (batch..., k)
+    an = ops.row_norms(p.a, rows)  # (batch_a..., k)
+    sn = an * np.asarray(brms)[..., None]
+    cn = np.broadcast_to(cn, p.batch + (k,)).reshape(items, k)
+    sn = np.broadcast_to(sn, p.batch + (k,)).reshape(items, k)
+    cn = np.where(np.isfinite(cn), cn, 0.0)
+    return np.sqrt(np.mean(cn * cn, axis=1)), np.sqrt(np.mean(sn * sn, axis=1))
+
+
+# ---------------------------------------------------------------------------
+# the screen
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Screen:
+    """The stage-1 decision: per-matrix thresholds and the residuals against them."""
+
+    dI: np.ndarray  # |d| per matrix: (items, rounds * M * G)
+    tau: np.ndarray  # threshold per matrix (items,)
+    scale: np.ndarray  # calibrated noise scale per matrix (items,)
+    calibrated: bool
+    ratio: float  # max_i |d_i| / tau
+    clear: bool  # no row exceeds its threshold
+
+
+def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units) -> Screen:
+    """Calibrate the noise scale on the residual ``d`` (rounds, batch..., M, G)
+    and compare every row with its threshold."""
+    G = p.groups
+    per = rounds * p.M * G
+    if rounds == 1:
+        dI = d.reshape(items, per)
+    else:
+        dI = np.moveaxis(d.reshape(rounds, items, p.M * G), 0, 1).reshape(items, per)
+    dmax = float(dI.max())
+    finite = math.isfinite(dmax)
+    dcal = dI if finite else np.where(np.isfinite(dI), dI, 0.0)
+    c_norm, s_norm = row_scales(p, seed, items)
+    # a group of N/G columns: row norms and the check's lengths shrink with it
+    gs = 1.0 / math.sqrt(G) if G > 1 else 1.0
+    Ng = -(-p.N // G)
+    if items == 1:
+        scale, cap, calibrated = model.screen_scale_one(dcal[0], _scalar(c_norm) * gs,
+                                                        _scalar(s_norm) * gs, p.K, Ng, units)
+        t = model.LAMBDA_SCREEN * scale
+        if finite:
+            ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+        else:
+            ratio = math.inf
+        return Screen(dI, np.array([t]), np.array([scale]), bool(calibrated), ratio,
+                      ratio <= 1.0)
+    scale, cap, calibrated = model.screen_scale(dcal, c_norm * gs, s_norm * gs, p.K, Ng, units)
+    tau = model.LAMBDA_SCREEN * scale
+    rmax = dI.max(axis=1) if finite else np.where(np.isfinite(dI), dI, np.inf).max(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rr = np.where(rmax > 0, rmax / tau, 0.0)
+    ratio = float(rr.max())
+    return Screen(dI, tau, scale, bool(calibrated), ratio, ratio <= 1.0)
+
+
+def _scalar(x) -> float:
+    return x if type(x) is float else float(np.reshape(x, -1)[0])
+
+
+def ratio_rows(p, s: Screen, rounds: int, items: int) -> np.ndarray:
+    """max over rounds and groups of |d_i| / tau per row: (items, M)."""
+    dI = s.dI
+    finite = np.isfinite(dI)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(dI > 0, dI / s.tau[:, None], 0.0)
+    ratio = np.where(finite, ratio, np.inf)
+    return ratio.reshape(items, rounds, p.M, p.groups).max(axis=(1, 3))
