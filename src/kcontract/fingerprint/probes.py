@@ -74,7 +74,8 @@ class Scales:
 
     @classmethod
     def of(cls, input_format: str, output_format: str, operands: int) -> "Scales":
-        fmts = [get_format(f) for f in OPERAND_CANDIDATES.get(input_format, (input_format,))]
+        names = OPERAND_CANDIDATES.get(input_format, (input_format,)) if operands == 2 else ()
+        fmts = [get_format(f) for f in names or (input_format,)]
         lo = max(f.emin for f in fmts)
         hi = min(f.emax for f in fmts)
         return cls(input_format, output_format, operands, lo, hi)
@@ -243,9 +244,10 @@ def subnormal_probe(scales: Scales) -> Probe:
         a_rows.append(np.full(K, sub))
         b_rows.append(np.ones(K))
         params.append("input")
-    # a subnormal result from normal products: 1.5 t - t = t / 2
+    # a subnormal result from normal products: 1.5 t - t = t / 2 (operands as given)
     t = fo.tiny
     e = int(math.log2(t))
+    scales = Scales(scales.input_format, scales.output_format, scales.operands, fi.emin, fi.emax)
     if scales.can_split(e) and scales.can_split(e + 1):
         x1, y1 = scales.split(e, 1.5)
         x2, y2 = scales.split(e, -1.0)

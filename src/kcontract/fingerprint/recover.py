@@ -188,13 +188,24 @@ class Recovery:
             best.append((float(np.mean(pred[scope] == kept[scope])), "group", g))
         for w in range(2, 65):
             pred = (js % w) == w - 1
-            best.append((float(np.mean(pred == kept)), "lanes", w))
+            best.append((float(np.mean(pred[scope] == kept[scope])), "lanes", w))
         best.sort(key=lambda t: (-t[0], t[2]))
         score, kind, n = best[0]
         alts = [f"{k} {m}" for s, k, m in best[1:4] if s == score]
         lost = js[~kept & scope]
+        if score < 1.0:
+            period = next((T for T in range(2, 65) if np.array_equal(kept[:-T], kept[T:])),
+                          None)
+            self.order_hint = ("irregular", period, 1.0, last, _runs(kept_js))
+            self.fields["fused_group"] = Field(
+                "fused_group", 1, float(np.mean(~kept)),
+                f"no group size explains which small terms survived (j = {_runs(kept_js)}): "
+                "distant products meet before the small term is rounded, an order other than "
+                "k order (see reduction_order); products are rounded into partial sums one at "
+                "a time")
+            return Design(fused_group=1)
         if kind == "lanes":
-            self.order_hint = ("lanes", n, score)
+            self.order_hint = ("lanes", n, score, last)
             self.fields["fused_group"] = Field(
                 "fused_group", 1, score,
                 f"the small term survived only for j = {_runs(kept_js)} (j + 1 a multiple of "
@@ -334,12 +345,18 @@ class Recovery:
             "operands are used as given" if fmt == self.fin else
             f"{MODE_TEXT[rnd]} into {_short(fmt)}", rnds if fmt != self.fin else [])
         cancel = [i for i, t in enumerate(probe.params) if t.startswith("1 - ")]
-        self.fields["products"] = Field(
-            "products", "exact" if exact else "rounded", top,
-            ("1 - (1 + 2**-12)**2 came out " + ("exactly" if exact else "rounded")
-             + f" ({obs[cancel[0]]:.9g})" if cancel else
-             "the operands have too few bits to tell exact from rounded products"),
-            ["exact" if e else "rounded" for e in ex])
+        op_bits = get_format(fmt).precision
+        if 2 * op_bits <= base.accumulator_bits:
+            exact, ex = True, []
+            ev = (f"a product of two {_short(fmt)} operands has at most {2 * op_bits} bits: "
+                  f"exact in a {base.accumulator_bits}-bit accumulator either way")
+        elif cancel:
+            ev = ("1 - (1 + 2**-12)**2 came out " + ("exactly" if exact else "rounded")
+                  + f" ({obs[cancel[0]]:.9g})")
+        else:
+            ev = "the operands have too few bits to tell exact from rounded products"
+        self.fields["products"] = Field("products", "exact" if exact else "rounded", top, ev,
+                                        ["exact" if e else "rounded" for e in ex])
         return base.with_(operand_format=None if fmt == self.fin else fmt,
                           operand_rounding=rnd, products_exact=exact)
 
@@ -404,10 +421,23 @@ class Recovery:
                                                                              self.fout))}, share))
         hint = getattr(self, "order_hint", None)
         low = min(shares)
-        if hint is not None:
+        if hint is not None and hint[0] == "irregular":
+            rep = (f"; the pattern repeats every {hint[1]} products (an unrolled or blocked "
+                   "kernel)" if hint[1] else "")
             self.fields["reduction_order"] = Field(
-                "reduction_order", f"{hint[1]} interleaved partial sums", hint[2],
-                f"big and -big cancel exactly when k differs by a multiple of {hint[1]}")
+                "reduction_order", None, 1.0 - low,
+                f"not identified: big at k = 0 and -big at k = j+1 cancelled before the small "
+                f"term at k = j was rounded for j = {hint[4]}{rep}; a sequential order "
+                f"reproduces {low:.1%} of the outputs on random inputs bit for bit")
+        elif hint is not None:
+            end = ("" if hint[3] + 2 >= P.GROUP_SCAN else
+                   f", combined in blocks beyond k = {hint[3] + 1} (blocked or pairwise)")
+            self.fields["reduction_order"] = Field(
+                "reduction_order", f"{hint[1]} interleaved partial sums{end}", hint[2],
+                f"big at k = 0 and -big at k = j+1 cancel exactly, keeping the small term at k = "
+                f"j, only when j + 1 is a multiple of {hint[1]} (j <= {hint[3]}): each of "
+                f"{hint[1]} partial sums takes every {hint[1]}th product; the sequential design "
+                f"reproduces {low:.1%} of the outputs on random inputs bit for bit")
         elif low >= 0.999:
             g = design.fused_group
             self.fields["reduction_order"] = Field(

@@ -100,7 +100,9 @@ def round_to_format(x, fmt, mode: str = "nearest", flush: bool = False) -> np.nd
         return x.copy()
     if mode == "nearest":
         with np.errstate(over="ignore", invalid="ignore"):
-            return round_to(x, f)
+            if f.storage is None:
+                return round_to(x, f)
+            return x.astype(f.dtype).astype(np.float64)
     q = f.smallest_subnormal
     with np.errstate(over="ignore", invalid="ignore"):
         normal = round_bits(x, None, f.precision, mode)
