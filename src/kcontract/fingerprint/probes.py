@@ -156,9 +156,10 @@ def rounding_probe(scales: Scales, group: int) -> Probe:
 
 def promotion_probe(scales: Scales, p: int, group: int) -> Optional[Probe]:
     """None when a small term cannot be both lost beside big in a p-bit accumulator and
-    kept by a 24-bit wide one."""
+    kept by a 24-bit wide one: a group of them sums to at most half an ulp of big (a tie
+    keeps big, whose last bit is even), and one is an ulp of big in 24 bits."""
     B = scales.big
-    lost = p + 2 + int(math.ceil(math.log2(max(group, 1))))
+    lost = p + int(math.ceil(math.log2(max(group, 1))))
     if lost > 23 or B - lost < scales.small_min:
         return None
     small = 2.0 ** (B - lost)
