@@ -176,7 +176,7 @@ def operand_probe(scales: Scales, group: int, seed: int = 0xF1) -> Optional[Prob
         return None
     f = get_format(scales.input_format)
     rng = np.random.default_rng(seed)
-    K = 2 * group
+    K = max(2 * group, 17)
     n = 24
     bits = f.precision
 
@@ -204,16 +204,18 @@ def operand_probe(scales: Scales, group: int, seed: int = 0xF1) -> Optional[Prob
     if f.max > 2.0 ** 17:
         add("beyond fp16 range", sig(8, bits) * 2.0 ** 17, np.full(8, 2.0 ** -10))
     if bits >= 13:
+        # 1 - (1 + 2**-12)**2 with the pair at k = 0 and k = j: exact only where the second
+        # product meets the first unrounded (in one partial sum, whatever the order)
         c = 1.0 + 2.0 ** -12
-        rows = [(1.0, 1.0), (-1.0, 1.0)]
-        for x, y in rows:
-            ra = np.zeros(K)
-            rb = np.zeros(K)
-            ra[0], rb[0] = x, y
-            ra[group], rb[group] = -x * c, c
-            rows_a.append(ra)
-            rows_b.append(rb)
-            params.append("1 - (1 + 2**-12)**2")
+        for j in range(1, K):
+            for x in (1.0, -1.0):
+                ra = np.zeros(K)
+                rb = np.zeros(K)
+                ra[0], rb[0] = x, 1.0
+                ra[j], rb[j] = -x * c, c
+                rows_a.append(ra)
+                rows_b.append(rb)
+                params.append(f"cancel {j}")
     a = round_to(np.array(rows_a), f)
     b = round_to(np.array(rows_b), f)
     return Probe("operands", a, b, params, "one-hot products of many-bit operands")

@@ -320,18 +320,18 @@ class Recovery:
                                                       "inputs; there are no products to probe")
             return base
         obs = self.observe(probe)
+        cancel = np.array([t.startswith("cancel") for t in probe.params])
+        single = ~cancel
         scores = {}
         for fmt in P.OPERAND_CANDIDATES.get(self.fin, (self.fin,)):
             for rnd in ("nearest", "toward_zero"):
-                for exact in (True, False):
-                    d = base.with_(operand_format=fmt, operand_rounding=rnd, products_exact=exact)
-                    scores[(fmt, rnd, exact)] = _share(d, probe, obs, self.fin, self.fout)
+                d = base.with_(operand_format=fmt, operand_rounding=rnd)
+                scores[(fmt, rnd)] = _share(d, probe, obs, self.fin, self.fout, single)
         top = max(scores.values())
         tied = [k for k, v in scores.items() if v == top]
-        fmt, rnd, exact = tied[0]
+        fmt, rnd = tied[0]
         fmts = sorted({k[0] for k in tied if k[0] != fmt})
         rnds = sorted({k[1] for k in tied if k[1] != rnd})
-        ex = sorted({k[2] for k in tied if k[2] != exact})
         share_fmt = {f: max(v for k, v in scores.items() if k[0] == f)
                      for f in {k[0] for k in scores}}
         others = ", ".join(f"{_short(f)} {s:.0%}" for f, s in sorted(share_fmt.items(),
@@ -339,26 +339,41 @@ class Recovery:
         self.fields["operand_format"] = Field(
             "operand_format", fmt, top,
             f"one-hot products of many-bit operands match operands rounded to {_short(fmt)} on "
-            f"{top:.0%} of {probe.rows} rows (others: {others or 'none'})", fmts)
+            f"{top:.0%} of {int(single.sum())} rows (others: {others or 'none'})", fmts)
         self.fields["operand_rounding"] = Field(
             "operand_rounding", None if fmt == self.fin else rnd, top if fmt != self.fin else 1.0,
             "operands are used as given" if fmt == self.fin else
             f"{MODE_TEXT[rnd]} into {_short(fmt)}", rnds if fmt != self.fin else [])
-        cancel = [i for i, t in enumerate(probe.params) if t.startswith("1 - ")]
+        d = base.with_(operand_format=None if fmt == self.fin else fmt, operand_rounding=rnd)
         op_bits = get_format(fmt).precision
+        exact, conf = True, 1.0
         if 2 * op_bits <= base.accumulator_bits:
-            exact, ex = True, []
             ev = (f"a product of two {_short(fmt)} operands has at most {2 * op_bits} bits: "
                   f"exact in a {base.accumulator_bits}-bit accumulator either way")
-        elif cancel:
-            ev = ("1 - (1 + 2**-12)**2 came out " + ("exactly" if exact else "rounded")
-                  + f" ({obs[cancel[0]]:.9g})")
+        elif cancel.any():
+            ex = d.dots(probe.a[cancel], probe.b[cancel], self.fin, self.fout)
+            rd = d.with_(products_exact=False).dots(probe.a[cancel], probe.b[cancel], self.fin,
+                                                    self.fout)
+            o = obs[cancel]
+            sep = ~_same(ex, rd)
+            hit = _same(o, ex) & sep
+            js = sorted({int(t.split()[1]) for t, h in zip(np.array(probe.params)[cancel], hit)
+                         if h})
+            exact = bool(hit.any())
+            if exact:
+                ev = (f"1 - (1 + 2**-12)**2 came out exactly ({o[hit][0]:.9g}) with the pair at "
+                      f"k = 0 and k = {_runs(js)} (fused multiply-adds: a product meets the "
+                      "partial sum unrounded)")
+            else:
+                ev = (f"1 - (1 + 2**-12)**2 came out rounded ({o[0]:.9g}) for every pair at "
+                      f"k = 0, j (j = 1..{probe.a.shape[1] - 1}): products are rounded before "
+                      "they are added")
+                conf = float(np.mean(_same(o, rd)[sep])) if sep.any() else 0.0
         else:
             ev = "the operands have too few bits to tell exact from rounded products"
-        self.fields["products"] = Field("products", "exact" if exact else "rounded", top, ev,
-                                        ["exact" if e else "rounded" for e in ex])
-        return base.with_(operand_format=None if fmt == self.fin else fmt,
-                          operand_rounding=rnd, products_exact=exact)
+            conf = 0.0
+        self.fields["products"] = Field("products", "exact" if exact else "rounded", conf, ev)
+        return d.with_(products_exact=exact)
 
     def subnormals(self, base: Design) -> Design:
         probe = P.subnormal_probe(self.scales)

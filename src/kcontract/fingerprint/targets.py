@@ -31,6 +31,10 @@ class Target:
     operands = 2
     #: inner products per call (a matmul computes them on a diagonal)
     batch = 64
+    #: rows and reduction lengths are padded with zeros to a multiple of this (fp8 matrix
+    #: units such as torch._scaled_mm take only multiples of 16; zero products change no sum,
+    #: but a longer reduction may take another code path, so only where the op needs it)
+    pad = 1
 
     def __init__(self, call: Call, input_format: str):
         self.call = call
@@ -56,11 +60,24 @@ class Target:
 
     def dots(self, a: np.ndarray, b: Optional[np.ndarray]) -> np.ndarray:
         """The kernel's value of each row's inner product, float64."""
+        a, b = self._padded(a), None if b is None else self._padded(b)
         out = []
         for r0 in range(0, a.shape[0], self.batch):
-            out.append(self._dots(a[r0:r0 + self.batch],
-                                  None if b is None else b[r0:r0 + self.batch]))
+            n = min(self.batch, a.shape[0] - r0)
+            rows = -(-n // self.pad) * self.pad
+            blk_a = np.zeros((rows, a.shape[1]))
+            blk_a[:n] = a[r0:r0 + n]
+            blk_b = None
+            if b is not None:
+                blk_b = np.zeros((rows, b.shape[1]))
+                blk_b[:n] = b[r0:r0 + n]
+            out.append(self._dots(blk_a, blk_b)[:n])
         return np.concatenate(out)
+
+    def _padded(self, x: np.ndarray) -> np.ndarray:
+        K = x.shape[1]
+        full = -(-K // self.pad) * self.pad
+        return x if full == K else np.concatenate([x, np.zeros((x.shape[0], full - K))], axis=1)
 
     def grid(self, a: np.ndarray, b: Optional[np.ndarray]) -> np.ndarray:
         """Inner products of every row of ``a`` with every row of ``b`` (a random sweep
@@ -91,6 +108,14 @@ class MatmulTarget(Target):
         return out.astype(np.float64).reshape(-1)
 
 
+class ScaledMatmulTarget(MatmulTarget):
+    """``scaled_matmul(a, b)`` with unit scales (fp8 GEMMs such as ``torch._scaled_mm``):
+    a matmul whose shapes must be multiples of 16."""
+
+    name = "scaled_matmul"
+    pad = 16
+
+
 class SumTarget(Target):
     """``sum(x)`` over the last axis: each row is one reduction of given terms."""
 
@@ -109,7 +134,8 @@ class SumTarget(Target):
 
 
 #: op name -> its target
-TARGETS: dict[str, type] = {"matmul": MatmulTarget, "sum": SumTarget}
+TARGETS: dict[str, type] = {"matmul": MatmulTarget, "scaled_matmul": ScaledMatmulTarget,
+                            "sum": SumTarget}
 
 
 def target_for(op: str, call: Call, input_format: str) -> Target:
@@ -156,5 +182,5 @@ class KernelCaller:
         return np.asarray(res.out)
 
 
-__all__ = ["Target", "MatmulTarget", "SumTarget", "TARGETS", "target_for", "KernelCaller",
+__all__ = ["Target", "MatmulTarget", "ScaledMatmulTarget", "SumTarget", "TARGETS", "target_for", "KernelCaller",
            "ProbeFailure"]
