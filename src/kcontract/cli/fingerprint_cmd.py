@@ -36,6 +36,10 @@ def print_recipe(recipe, console: Console, title: str = "") -> None:
     t.add_column("evidence", overflow="fold", max_width=78)
     for name, f in recipe.fields.items():
         alt = f" (also: {', '.join(str(a) for a in f.alternatives)})" if f.alternatives else ""
+        if not f.measured and f.value is None:
+            t.add_row(LABELS.get(name, name), Text("not measurable", style="dim"), "",
+                      f.evidence.removeprefix("not measurable: "))
+            continue
         t.add_row(LABELS.get(name, name), _value(name, f.value) + alt,
                   Text(f"{f.confidence:.0%}", style=_conf_style(f.confidence)), f.evidence)
     console.print(t)
@@ -65,9 +69,12 @@ def print_recipe(recipe, console: Console, title: str = "") -> None:
 @click.option("--device", default="cpu", help="torch device string (cuda, ...)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="write the recipe as JSON")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="write the error sweep (measured beside each design) as SVG")
 @click.option("--timeout", default=60.0, help="seconds one kernel call may take")
 @click.option("--in-process", is_flag=True, help="run the kernel in this process (no isolation)")
-def fingerprint_cmd(kernel, op, dtype, framework, device, json_path, timeout, in_process):
+def fingerprint_cmd(kernel, op, dtype, framework, device, json_path, plot_path, timeout,
+                    in_process):
     """Recover what KERNEL's reduction computes: operand format, accumulator bits and
     rounding, fused group size, promotion interval, subnormals, order.
 
@@ -88,4 +95,8 @@ def fingerprint_cmd(kernel, op, dtype, framework, device, json_path, timeout, in
         data = recipe.as_dict()
         data.update({"kernel": kernel, "framework": framework, "device": device})
         write_json(json_path, data)
+    if plot_path:
+        from ..files import write_text
+        from ..fingerprint.plot import sweep_svg
+        write_text(plot_path, sweep_svg(recipe))
     sys.exit(EXIT_OK)

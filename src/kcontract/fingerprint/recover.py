@@ -45,8 +45,14 @@ class Field:
     evidence: str
     alternatives: list = field(default_factory=list)  # values that reproduce as many rows
 
+    @property
+    def measured(self) -> bool:
+        """False where the probes cannot see this part (the value is then None)."""
+        return not self.evidence.startswith(("not measurable", "a sum ", "a sum:"))
+
     def as_dict(self) -> dict:
-        return {"value": self.value, "confidence": round(float(self.confidence), 3),
+        return {"value": self.value, "measured": self.measured,
+                "confidence": round(float(self.confidence), 3),
                 "evidence": self.evidence, "alternatives": list(self.alternatives)}
 
 
@@ -313,11 +319,11 @@ class Recovery:
         if probe is None:
             for name in ("operand_format", "operand_rounding", "products"):
                 self.fields[name] = Field(
-                    name, self.fin if name == "operand_format" else None, 1.0 if name ==
-                    "operand_format" else 0.0,
-                    f"a {self.op} has no products: its terms are the {_short(self.fin)} inputs")
+                    name, self.fin if name == "operand_format" else None, 1.0,
+                    f"not measurable: a {self.op} has no products, its terms are the "
+                    f"{_short(self.fin)} inputs")
             self.fields["operand_format"].evidence = (f"a {self.op} sums its {_short(self.fin)} "
-                                                      "inputs; there are no products to probe")
+                                                      "inputs as given")
             return base
         obs = self.observe(probe)
         cancel = np.array([t.startswith("cancel") for t in probe.params])
