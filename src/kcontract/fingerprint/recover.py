@@ -21,10 +21,9 @@ alternatives.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -101,8 +100,9 @@ class Recipe:
         f = self.fields
         op = f["operand_format"].value
         bits = f["accumulator_bits"].value
+        least = "at least " if f["accumulator_bits"].evidence.startswith("at least") else ""
         parts = [f"{_short(op)} operands" if op else "operands not measured",
-                 f"{bits}-bit accumulator ({f['accumulator_rounding'].value})"]
+                 f"{least}{bits}-bit accumulator ({f['accumulator_rounding'].value})"]
         g = f["fused_group"].value
         parts.append(f"groups of {g}" if g and g > 1 else "one product per rounding")
         pi = f["promotion_interval"].value
@@ -162,13 +162,14 @@ class Recovery:
 
     # -- stages -----------------------------------------------------------------
     def start(self) -> None:
-        """Exact integers: a sum of 64 ones (learns the output format on the way)."""
-        ones = np.ones((2, 64))
+        """Exact integers: a sum of 4 ones, exact in any accumulator of 2 bits or more
+        (learns the output format on the way)."""
+        ones = np.ones((2, 4))
         obs = self.t.dots(ones, ones if self.t.operands == 2 else None)
         self.fout = self.t.output_format
-        if not np.all(obs == 64.0):
+        if not np.all(obs == 4.0):
             from .targets import ProbeFailure
-            raise ProbeFailure(f"the kernel does not sum 64 ones to 64 (got {obs.tolist()}): "
+            raise ProbeFailure(f"the kernel does not sum 4 ones to 4 (got {obs.tolist()}): "
                                "no inner product to fingerprint")
         self.scales = P.Scales.of(self.fin, self.fout, self.t.operands)
 
@@ -258,9 +259,9 @@ class Recovery:
         qmax = max(kept) if kept else 0
         lower = p >= Q + 1
         ev = (f"big + 2**-q * big - big kept the small term for q <= {qmax} of 1..{max(survive)}: "
-              f"{'at least ' if lower else ''}{p} significand bits")
+              f"{p} significand bits")
         if lower:
-            ev += f" (the probes resolve at most {Q + 1})"
+            ev = f"at least {p} bits (the probes resolve at most {Q + 1}): " + ev
         self.fields["accumulator_bits"] = Field("accumulator_bits", p, top, ev, bits_alt)
         if "accumulator_rounding" not in self.fields:
             second = max((v for k, v in scores.items() if k[0] == p and k[1] != mode),

@@ -104,10 +104,11 @@ def round_to_format(x, fmt, mode: str = "nearest", flush: bool = False) -> np.nd
                 return round_to(x, f)
             return x.astype(f.dtype).astype(np.float64)
     q = f.smallest_subnormal
+    to_int = {"toward_zero": np.trunc, "up": np.ceil, "down": np.floor,
+              "nearest_away": lambda v: np.copysign(np.floor(np.abs(v) + 0.5), v)}[mode]
     with np.errstate(over="ignore", invalid="ignore"):
         normal = round_bits(x, None, f.precision, mode)
-        sub = round_bits(np.where(np.abs(x) < f.tiny, x / q, 1.0), None, 53, "nearest")
-        sub = np.where(mode == "toward_zero", np.trunc(x / q), sub) * q
+        sub = to_int(x / q) * q  # the subnormal range: a fixed quantum
         r = np.where(np.abs(x) < f.tiny, sub, normal)
         over = np.isfinite(x) & (np.abs(r) > f.max)
         r = np.where(over, np.copysign(f.max, x), r)
