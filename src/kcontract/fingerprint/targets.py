@@ -29,8 +29,8 @@ class Target:
     name = "abstract"
     #: 2: both factors of each product are free; 1: the op sums given terms
     operands = 2
-    #: inner products per call (a matmul computes them on a diagonal)
-    batch = 64
+    #: inner products per call (a matmul computes them on the diagonal of a 32 x 32 tile)
+    batch = 32
     #: rows and reduction lengths are padded with zeros to a multiple of this (fp8 matrix
     #: units such as torch._scaled_mm take only multiples of 16; zero products change no sum,
     #: but a longer reduction may take another code path, so only where the op needs it)
