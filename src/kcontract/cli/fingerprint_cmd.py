@@ -20,7 +20,8 @@ LABELS = {"operand_format": "operand format", "operand_rounding": "operand round
 
 def _value(name, value) -> str:
     if value is None:
-        return {"promotion_interval": "never", "operand_rounding": "none"}.get(name, "-")
+        return {"promotion_interval": "never", "operand_rounding": "none",
+                "reduction_order": "not identified"}.get(name, "-")
     return str(value)
 
 
