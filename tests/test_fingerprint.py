@@ -1,0 +1,221 @@
+"""kcontract fingerprint: emulation, recovery of published designs and ordinary stacks."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kcontract.fingerprint import (PUBLISHED, PUBLISHED_DTYPES, Design, ProbeFailure, fingerprint,
+                                   recipe_for)
+from kcontract.fingerprint.rounding import exact_sum, round_bits, round_to_format
+
+HERE = os.path.dirname(__file__)
+KERNELS = os.path.join(HERE, "kernels", "fingerprint_designs.py")
+U = 2.0 ** -24  # half an ulp of 1 in a 24-bit significand
+
+
+# -- rounding ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode, expected", [
+    # 1 + u (a tie, even below), 1 + 3u (a tie, even above), -(1 + u)
+    ("nearest", [1.0, 1 + 4 * U, -1.0]),
+    ("toward_zero", [1.0, 1 + 2 * U, -1.0]),
+    ("nearest_away", [1 + 2 * U, 1 + 4 * U, -(1 + 2 * U)]),
+    ("up", [1 + 2 * U, 1 + 4 * U, -1.0]),
+    ("down", [1.0, 1 + 2 * U, -(1 + 2 * U)]),
+])
+def test_round_bits_modes_on_ties(mode, expected):
+    x = np.array([1 + U, 1 + 3 * U, -(1 + U)])
+    assert round_bits(x, None, 24, mode).tolist() == expected
+
+
+def test_round_bits_uses_the_remainder_as_a_sticky_bit():
+    one = np.array([1.0, 1.0 + U])
+    # just below 1: truncation gives the largest 24-bit number below 1 (half the spacing)
+    assert round_bits(one[:1], np.array([-1e-30]), 24, "toward_zero")[0] == 1 - U
+    assert round_bits(one[:1], np.array([-1e-30]), 24, "nearest")[0] == 1.0
+    # a tie pushed above by the remainder rounds up, even when the base is even
+    assert round_bits(one[1:], np.array([1e-30]), 24, "nearest")[0] == 1 + 2 * U
+    hi, lo = exact_sum([np.array([1.0]), np.array([U]), np.array([2.0 ** -80])])
+    assert round_bits(hi, lo, 24, "nearest")[0] == 1 + 2 * U
+
+
+def test_round_to_format_truncates_into_tf32():
+    x = np.array([1 + 2.0 ** -11 + 2.0 ** -20])  # just above a tf32 tie
+    assert round_to_format(x, "tfloat32", "nearest")[0] == 1 + 2.0 ** -10
+    assert round_to_format(x, "tfloat32", "toward_zero")[0] == 1.0
+
+
+def test_fused_groups_sum_exactly_before_rounding():
+    terms = np.array([[1.0, U, U, 0.0]])
+    seq = Design(accumulator_bits=24, fused_group=1)
+    fused = Design(accumulator_bits=24, fused_group=4)
+    assert seq.dots(terms, None, "float32", "float32")[0] == 1.0  # each tie rounds to even
+    assert fused.dots(terms, None, "float32", "float32")[0] == 1 + 2 * U
+
+
+def test_promotion_restarts_the_narrow_accumulator():
+    x = np.zeros((1, 8))
+    x[0, 0] = 1.0
+    x[0, 1:] = 2.0 ** -6  # lost beside 1 in a 4-bit accumulator, exact from zero
+    plain = Design(accumulator_bits=4, accumulator_rounding="toward_zero")
+    promoted = plain.with_(promotion_interval=4)
+    assert plain.dots(x, None, "float32", "float32")[0] == 1.0
+    assert promoted.dots(x, None, "float32", "float32")[0] == 1.0 + 4 * 2.0 ** -6
+
+
+# -- recovery of emulated designs ----------------------------------------------------------
+
+def _check(recipe, design, input_format):
+    op_fmt = design.operand_format or input_format
+    assert recipe.operand_format == op_fmt
+    assert abs(recipe.accumulator_bits - design.accumulator_bits) <= 1
+    assert recipe.accumulator_rounding == design.accumulator_rounding
+    assert recipe.fused_group == design.fused_group
+    assert recipe.promotion_interval == design.promotion_interval
+    if design.flush_inputs:
+        assert recipe.subnormal_inputs == "flush"
+    assert recipe.subnormal_inputs in ("flush" if design.flush_inputs else "preserve", None)
+    assert recipe.probes_reproduced == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_designs_are_recovered(name):
+    design = PUBLISHED[name]
+    dtype = PUBLISHED_DTYPES[name]
+    recipe = fingerprint(design.matmul, op="matmul", dtype=dtype)
+    _check(recipe, design, dtype)
+    assert recipe.accumulator_bits == design.accumulator_bits
+    assert recipe.reduction_order.startswith("sequential")
+    assert all(p.bitwise == 1.0 for p in recipe.sweep)
+
+
+@pytest.mark.parametrize("design", [
+    Design("tf32-truncated", operand_format="tfloat32", operand_rounding="toward_zero"),
+    Design("bf16-operands", operand_format="bfloat16"),
+    Design("fp16-operands-fp32-acc", operand_format="float16"),
+    Design("rounded-products", products_exact=False, accumulator_bits=24),
+    Design("wide-rz", accumulator_bits=22, accumulator_rounding="toward_zero", fused_group=2,
+           promotion_interval=64),
+], ids=lambda d: d.name)
+def test_fp32_recipes_are_recovered(design):
+    recipe = fingerprint(design.matmul, op="matmul", dtype="float32")
+    _check(recipe, design, "float32")
+    if design.operand_format is not None:
+        assert recipe.operand_rounding == design.operand_rounding
+    assert recipe.products == ("exact" if design.products_exact else "rounded")
+
+
+def test_sum_accumulator_is_recovered():
+    design = Design("fp16-like", accumulator_bits=11, fused_group=1)
+    recipe = fingerprint(design.sum, op="sum", dtype="float32")
+    assert recipe.accumulator_bits == 11 and recipe.accumulator_rounding == "nearest"
+    assert recipe.operand_format == "float32" and recipe.products is None
+
+
+def test_stochastic_rounding_is_named():
+    rng = np.random.default_rng(5)
+    modes = [Design(accumulator_rounding=m) for m in ("nearest", "toward_zero", "up")]
+
+    def matmul(a, b):
+        return modes[int(rng.integers(0, 3))].matmul(a, b)
+    recipe = fingerprint(matmul, op="matmul", dtype="float32")
+    assert recipe.accumulator_rounding == "stochastic"
+
+
+# -- the ordinary stacks --------------------------------------------------------------------
+
+def test_numpy_openblas_fp32_matmul():
+    r = fingerprint(lambda a, b: a @ b, op="matmul", dtype="float32")
+    assert (r.operand_format, r.accumulator_bits, r.accumulator_rounding) == (
+        "float32", 24, "nearest")
+    assert r.products == "exact"  # fused multiply-adds
+    assert r.subnormal_inputs == "preserve" and r.subnormal_outputs == "preserve"
+    assert r.promotion_interval is None
+
+
+def test_numpy_sum_is_pairwise_over_eight_lanes():
+    r = fingerprint(lambda x: np.sum(x, axis=-1), op="sum", dtype="float32")
+    assert (r.accumulator_bits, r.accumulator_rounding, r.fused_group) == (24, "nearest", 1)
+    assert r.reduction_order.startswith("8 interleaved partial sums")
+
+
+def _torch_call(fn, dtype):
+    import ml_dtypes
+    import torch
+
+    def call(a, b):
+        if dtype == "bfloat16":
+            ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+            tb = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
+            return fn(ta, tb).view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return fn(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    return call
+
+
+def test_torch_cpu_fp32_and_bf16():
+    torch = pytest.importorskip("torch")
+    r32 = fingerprint(_torch_call(torch.matmul, "float32"), op="matmul", dtype="float32")
+    assert (r32.operand_format, r32.accumulator_bits, r32.accumulator_rounding) == (
+        "float32", 24, "nearest")
+    rbf = fingerprint(_torch_call(torch.matmul, "bfloat16"), op="matmul", dtype="bfloat16")
+    assert rbf.output_format == "bfloat16"
+    # bf16 operands, an fp32 accumulator (24 bits seen through cancellation), one rounding out
+    assert (rbf.operand_format, rbf.accumulator_bits, rbf.accumulator_rounding) == (
+        "bfloat16", 24, "nearest")
+
+
+def test_torch_medium_precision_operands():
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.dirname(KERNELS))
+    try:
+        from fingerprint_designs import torch_matmul_medium
+    finally:
+        sys.path.pop(0)
+    r = fingerprint(_torch_call(torch_matmul_medium, "float32"), op="matmul", dtype="float32")
+    # 'medium' lets a CPU with native bf16 dot products round fp32 operands to bf16
+    bf16_cpu = bool(getattr(torch.backends.mkldnn, "is_available", lambda: False)()
+                    and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert r.operand_format == ("bfloat16" if bf16_cpu else "float32")
+    assert r.accumulator_bits == 24
+
+
+# -- isolation, the CLI and failures ---------------------------------------------------------
+
+def _cli(*args):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-c", "import sys; from kcontract.cli import main; "
+                           "sys.exit(main())", *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_cli_fingerprints_a_narrow_accumulator_in_its_worker(tmp_path):
+    out = tmp_path / "fp.json"
+    svg = tmp_path / "fp.svg"
+    res = _cli("fingerprint", f"{KERNELS}:narrow14_matmul", "--op", "matmul", "--dtype",
+               "float32", "--json", str(out), "--plot", str(svg))
+    assert res.returncode == 0, res.stderr
+    assert "accumulator bits" in res.stdout and "toward_zero" in res.stdout
+    data = json.loads(out.read_text())
+    rec = data["recipe"]
+    assert rec["accumulator_bits"]["value"] == 14
+    assert rec["accumulator_rounding"]["value"] == "toward_zero"
+    assert rec["fused_group"]["value"] == 1
+    assert rec["promotion_interval"]["value"] is None
+    assert data["sweep"][-1]["bitwise"] == 1.0
+    assert svg.read_text().lstrip().startswith("<?xml") and "measured" in svg.read_text()
+
+
+def test_a_crashing_kernel_is_reported_not_fingerprinted():
+    with pytest.raises(ProbeFailure, match="crashed"):
+        fingerprint(f"{KERNELS}:crashing", op="matmul", dtype="float32")
+    res = _cli("fingerprint", f"{KERNELS}:crashing", "--op", "matmul", "--dtype", "float32")
+    assert res.returncode == 1 and "crashed" in res.stderr
+
+
+def test_recipe_for_an_op_without_probes_is_none():
+    assert recipe_for(lambda x: x, "softmax", "float32") is None
+    res = _cli("fingerprint", f"{KERNELS}:numpy_matmul", "--op", "softmax", "--dtype", "float32")
+    assert res.returncode == 2 and "no probes for op 'softmax'" in res.stderr
