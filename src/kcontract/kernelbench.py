@@ -60,7 +60,8 @@ import numpy as np
 
 from . import __version__
 from .adapters.base import Adapter
-from .check.engine import FAILURE_CODES, Comparison, KernelFailure, raise_for_failure
+from .check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
+                           validated_output)
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from .claims import make_claims
@@ -442,6 +443,15 @@ def inject_exceptional(args: list, kinds: tuple, seed: int) -> list:
     return out
 
 
+
+def storage_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a dtype name (a float format or any numpy name)."""
+    try:
+        return get_format(name).dtype
+    except (UsageError, KeyError, ValueError):
+        return np.dtype(name)
+
+
 # -- the candidate's process -------------------------------------------------------------
 class ModelProcess(KernelProcess):
     """A candidate ``ModelNew`` in its own worker; rebuilt after any restart."""
@@ -619,16 +629,10 @@ class ModuleCheck:
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
-        got = tuple(res.meta.get("shape", np.shape(res.out)))
-        if got != tuple(np.shape(ref)):
-            raise KernelFailure("kernel.wrong-shape", f"ModelNew returned shape {got}, the "
-                                f"reference {tuple(np.shape(ref))}", case)
         orc = self.oracles.get(case.extra.get("shape"))
         want = orc.out_dtype if orc is not None and orc.out_dtype else self.dtype
-        if res.meta.get("dtype") != want:
-            raise KernelFailure("kernel.wrong-dtype", f"ModelNew returned dtype "
-                                f"{res.meta.get('dtype')}, the reference {want}", case)
-        return res.out
+        return validated_output(res, tuple(np.shape(ref)), storage_dtype(want), case,
+                                who="ModelNew")
 
     def measure(self, label: str, over, family: str, trial: int, *, args=None,
                 salt: str = "", layout: str = "") -> Optional[tuple[Comparison, np.ndarray]]:

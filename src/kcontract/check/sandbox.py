@@ -10,19 +10,89 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .jail import Sandbox, detect, hidden_folders
+from .worker import MALLOC_PERTURB
+
 DEFAULT_TIMEOUT = 60.0
+#: the largest reply a worker may send by default (bytes): far above any output the
+#: suite asks for, far below what would take the checker's memory down
+MAX_REPLY = 256 << 20
+
+
+class FrameTimeout(Exception):
+    """The other end did not complete a frame before the deadline."""
+
+
+class FrameTooLarge(Exception):
+    """A frame announced more bytes than the receiver accepts."""
+
+
+def send_frame(sock: socket.socket, data: bytes, deadline: float) -> None:
+    """One frame in :mod:`multiprocessing.connection`'s format (the worker reads it with
+    ``Connection.recv``), written before ``deadline`` or :class:`FrameTimeout`."""
+    n = len(data)
+    header = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!iQ", -1, n)
+    view = memoryview(header + data) if n < (1 << 16) else None
+    for part in ([view] if view is not None else [memoryview(header), memoryview(data)]):
+        while len(part):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FrameTimeout()
+            _, writable, _ = select.select([], [sock], [], min(left, 0.5))
+            if writable:
+                try:
+                    part = part[sock.send(part):]
+                except BlockingIOError:
+                    continue
+
+
+def _read_exact(sock, n: int, deadline: float, alive: Callable[[], bool]) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise FrameTimeout()
+        readable, _, _ = select.select([sock], [], [], min(left, 0.5))
+        if not readable:
+            if not alive():
+                raise EOFError("the worker exited")
+            continue
+        try:
+            k = sock.recv_into(view[got:], n - got)
+        except BlockingIOError:
+            continue
+        if k == 0:
+            raise EOFError("the worker closed the channel")
+        got += k
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket, deadline: float, limit: int,
+               alive: Callable[[], bool] = lambda: True) -> bytes:
+    """One frame, read before ``deadline`` and at most ``limit`` bytes long; the length is
+    checked before a byte of the body is buffered."""
+    (n,) = struct.unpack("!i", _read_exact(sock, 4, deadline, alive))
+    if n == -1:
+        (n,) = struct.unpack("!Q", _read_exact(sock, 8, deadline, alive))
+    if n < 0 or n > limit:
+        raise FrameTooLarge(f"the worker announced a reply of {n} bytes, more than the "
+                            f"{limit} accepted")
+    return _read_exact(sock, n, deadline, alive)
 
 
 @dataclass
@@ -100,6 +170,37 @@ def safe_loads(data: bytes):
     return reply
 
 
+def _installation_roots() -> tuple:
+    import sysconfig
+    roots = {os.path.realpath(v) for k, v in sysconfig.get_paths().items()
+             if k in ("stdlib", "platstdlib", "purelib", "platlib") and v}
+    roots.add(os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    roots.update(os.path.realpath(p) for p in sys.path if p and "site-packages" in p)
+    return tuple(sorted(roots))
+
+
+def module_files(paths, limit: int = 2000) -> list:
+    """``[{path, sha256}]`` for the files among ``paths`` that lie outside the Python
+    installation and kcontract itself (the kernel's own file and the helpers it imports),
+    hashed here, by the checker, from the files themselves."""
+    import hashlib
+    roots = _installation_roots()
+    out = []
+    for p in list(paths or [])[:limit]:
+        if not isinstance(p, str):
+            continue
+        real = os.path.realpath(p)
+        if any(real == r or real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
+            continue
+        try:
+            with open(real, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            continue
+        out.append({"path": real, "sha256": digest})
+    return sorted(out, key=lambda m: m["path"])
+
+
 class KernelLoadError(Exception):
     """The kernel could not be imported (its module raised, or no such function).
     ``spec_error``: the spec names nothing callable (no such file or function), a usage
@@ -116,7 +217,7 @@ class KernelProcess:
 
     def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
                  timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0,
-                 paths: Optional[list] = None):
+                 paths: Optional[list] = None, sandbox: Optional[Sandbox] = None):
         self.kernel = kernel
         #: extra import roots the worker puts first on sys.path (a test module's root)
         self.paths = list(paths or [])
@@ -125,28 +226,44 @@ class KernelProcess:
         self.timeout = timeout
         self.load_timeout = load_timeout
         self.proc: Optional[subprocess.Popen] = None
-        self.conn: Optional[Connection] = None
         self.info: dict = {}
         self.restarts = 0
         self._log = tempfile.TemporaryFile(mode="w+b")
+        #: where workers run (:mod:`.jail`): bubblewrap, or none where it is missing
+        self.sandbox = sandbox if sandbox is not None else detect()
+        self._scratch = None
+        self.sock: Optional[socket.socket] = None
+        #: the largest reply accepted (bytes); a larger one is the kernel's fault
+        self.max_reply = MAX_REPLY
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> dict:
+        self._open_worker(dict(os.environ))
+        return self._load()
+
+    def _open_worker(self, env: dict) -> None:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
-        env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # no bytecode written (the sandbox is read-only anyway) and none read from a
+        # folder the kernel could have planted one in before the run
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         # glibc fills every block it hands out with junk: a numpy output the kernel
         # allocates but never writes holds garbage, not zeros or an earlier result
-        from .worker import MALLOC_PERTURB
         env.setdefault("MALLOC_PERTURB_", MALLOC_PERTURB)
+        # a fresh, empty scratch folder per worker: nothing a kernel leaves there (a
+        # call counter, a cache) reaches the next worker
+        self._drop_scratch()
+        self._scratch = self.sandbox.scratch()
+        argv = self.sandbox.command([sys.executable, "-m", self.worker_module, str(fd)],
+                                    scratch=self._scratch.name, device=self.device,
+                                    hide=hidden_folders() if self.sandbox.isolated else ())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.worker_module, str(fd)],
-            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-            env=env, start_new_session=True)
+            argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            env=env, start_new_session=True, preexec_fn=self.sandbox.preexec(self.device))
         child_sock.close()
-        self.conn = Connection(parent_sock.detach())
-        return self._load()
+        parent_sock.setblocking(False)
+        self.sock = parent_sock
 
     def _load(self) -> dict:
         status, payload = self._request(("load", self.load_payload()), self.load_timeout)
@@ -182,20 +299,35 @@ class KernelProcess:
                 "introspection": True}
 
     def close(self) -> None:
-        if self.conn is not None:
+        if self.sock is not None:
             try:
-                self.conn.close()
+                self.sock.close()
             except OSError:
                 pass
-            self.conn = None
+            self.sock = None
         if self.proc is not None:
             if self.proc.poll() is None:
+                # the whole session; in the sandbox, killing bubblewrap ends its PID
+                # namespace, so nothing the kernel forked or setsid'd survives
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
+                    pass
+                try:
                     self.proc.kill()
+                except OSError:
+                    pass
             self.proc.wait()
             self.proc = None
+        self._drop_scratch()
+
+    def _drop_scratch(self) -> None:
+        if self._scratch is not None:
+            try:
+                self._scratch.cleanup()
+            except OSError:
+                pass
+            self._scratch = None
 
     def __enter__(self):
         self.start()
@@ -216,23 +348,27 @@ class KernelProcess:
 
     # -- calls ----------------------------------------------------------------------
     def _request(self, msg, timeout: float):
-        try:
-            self.conn.send(msg)
-        except (OSError, BrokenPipeError) as exc:
-            return "crashed", {"error": f"worker gone before the call ({exc})"}
+        """Send one request and wait for its reply, both bounded: ``timeout`` seconds for
+        the whole exchange and :attr:`max_reply` bytes for the reply.  A half-written
+        frame, a silent worker or an oversized reply is an outcome, never a hang."""
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout", {"error": f"{timeout:g} s"}
-            try:
-                data = self.conn.recv_bytes() if self.conn.poll(min(left, 0.5)) else None
-            except (EOFError, OSError):
-                return "crashed", {"error": self._death()}
-            if data is not None:
-                return safe_loads(data)
-            if self.proc.poll() is not None:
-                return "crashed", {"error": self._death()}
+        try:
+            data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+            send_frame(self.sock, data, deadline)
+        except FrameTimeout:
+            return "timeout", {"error": f"{timeout:g} s (the worker stopped reading)"}
+        except (OSError, AttributeError) as exc:
+            return "crashed", {"error": f"worker gone before the call ({exc})"}
+        try:
+            reply = recv_frame(self.sock, deadline, self.max_reply,
+                               alive=lambda: self.proc is not None and self.proc.poll() is None)
+        except FrameTimeout:
+            return "timeout", {"error": f"{timeout:g} s"}
+        except FrameTooLarge as exc:
+            return "tampered", {"error": str(exc)}
+        except (EOFError, OSError):
+            return "crashed", {"error": self._death()}
+        return safe_loads(reply)
 
     def _death(self) -> str:
         try:
@@ -245,6 +381,24 @@ class KernelProcess:
             except ValueError:
                 return f"killed by signal {-code}"
         return f"worker exited with status {code}"
+
+    @property
+    def sandbox_name(self) -> str:
+        return self.sandbox.name
+
+    def modules(self) -> list:
+        """The module files the worker has loaded (outside the Python installation),
+        hashed by this process; empty when the worker cannot say."""
+        try:
+            if self.ensure_alive():
+                self.restarts += 1
+        except KernelLoadError:
+            return []
+        status, payload = self._request(("modules", {}), min(self.timeout, 30.0))
+        files = payload.get("files") if status == "ok" else None
+        if status in ("crashed", "timeout", "tampered"):
+            self.close()
+        return module_files(files if isinstance(files, list) else [])
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
@@ -301,6 +455,12 @@ class InProcessKernel:
 
     def output_tail(self, n: int = 2000) -> str:
         return ""
+
+    sandbox_name = "in-process"
+
+    def modules(self) -> list:
+        from .worker import loaded_files
+        return module_files(loaded_files())
 
     def call(self, args, kwargs=None, *, poison=True, timeout=None, layout=None) -> CallResult:
         try:

@@ -352,6 +352,17 @@ class Worker:
         del junk
 
 
+def loaded_files() -> list:
+    """The source files of every module loaded in this process (the parent decides which
+    of them to list and hashes them itself)."""
+    files = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f:
+            files.add(os.path.abspath(f))
+    return sorted(files)
+
+
 def serve(fd: int) -> None:
     from multiprocessing.connection import Connection
     conn = Connection(fd)
@@ -368,6 +379,8 @@ def serve(fd: int) -> None:
                 reply = worker.call(payload)
             elif verb == "ping":
                 reply = ("ok", {"pid": os.getpid()})
+            elif verb == "modules":
+                reply = ("ok", {"files": loaded_files()})
             elif verb == "exit":
                 conn.send(("ok", {}))
                 return
