@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import random
 import select
 import signal
 import socket
@@ -30,6 +31,22 @@ DEFAULT_TIMEOUT = 60.0
 #: the largest reply a worker may send by default (bytes): far above any output the
 #: suite asks for, far below what would take the checker's memory down
 MAX_REPLY = 256 << 20
+
+
+#: decoy calls: the length of the burst before a worker's first call (a secret, uniform
+#: draw), the chance of one decoy before any later call, and the time a burst may take
+DECOY_BURST = (32, 256)
+DECOY_RATE = 0.125
+DECOY_SECONDS = 0.5
+_RNG = random.SystemRandom()
+
+
+def _shuffled(a):
+    """``a`` with its elements in a random order (same shape, dtype and values)."""
+    if not isinstance(a, np.ndarray) or a.size < 2:
+        return a
+    flat = np.array(a, copy=True).reshape(-1)
+    return np.random.default_rng(_RNG.getrandbits(64)).permutation(flat).reshape(a.shape)
 
 
 class FrameTimeout(Exception):
@@ -217,7 +234,8 @@ class KernelProcess:
 
     def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
                  timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0,
-                 paths: Optional[list] = None, sandbox: Optional[Sandbox] = None):
+                 paths: Optional[list] = None, sandbox: Optional[Sandbox] = None,
+                 decoys: bool = True):
         self.kernel = kernel
         #: extra import roots the worker puts first on sys.path (a test module's root)
         self.paths = list(paths or [])
@@ -235,6 +253,9 @@ class KernelProcess:
         self.sock: Optional[socket.socket] = None
         #: the largest reply accepted (bytes); a larger one is the kernel's fault
         self.max_reply = MAX_REPLY
+        #: decoy calls (see :meth:`_decoy_calls`); off for trusted kernels (calibration)
+        self.decoys = decoys
+        self._burst: Optional[int] = None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> dict:
@@ -266,6 +287,7 @@ class KernelProcess:
         self.sock = parent_sock
 
     def _load(self) -> dict:
+        self._burst = None  # a fresh worker: its first call gets a burst of decoys
         status, payload = self._request(("load", self.load_payload()), self.load_timeout)
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
@@ -403,9 +425,35 @@ class KernelProcess:
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
+        if self.decoys:
+            self._decoy_calls(args, kwargs, layout, timeout)
         return self.request("call", {"args": list(args), "kwargs": kwargs or {},
                                      "poison": poison, "poison_bytes": nbytes, "layout": layout},
                             timeout)
+
+    def _decoy_calls(self, args, kwargs, layout, timeout) -> None:
+        """Calls whose outputs nobody looks at, on the real call's shapes with its values
+        shuffled: a burst of a secret, random length (:data:`DECOY_BURST`) before the
+        first call of every worker, and now and then one between calls.  A kernel cannot
+        count its way to the calls that matter ("honest for the first N calls", "cheat on
+        call k"); the burst stops early for a slow kernel (:data:`DECOY_SECONDS`)."""
+        if self._burst is None:
+            count = _RNG.randint(*DECOY_BURST)
+            self._burst = count
+        elif _RNG.random() < DECOY_RATE:
+            count = 1
+        else:
+            return
+        t_end = time.monotonic() + DECOY_SECONDS
+        for _ in range(count):
+            if self.ensure_alive():
+                self.restarts += 1
+                self._burst = 0
+            fake = [_shuffled(a) for a in args]
+            self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
+                                  "layout": layout}, timeout)
+            if time.monotonic() > t_end:
+                break
 
     def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
         """One request to the worker (restarted first if it died), its reply as data."""
