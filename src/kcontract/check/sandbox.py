@@ -8,6 +8,7 @@ interface and runs the kernel in this process (``--in-process``, for debugging).
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import pickle
 import random
@@ -39,6 +40,8 @@ DECOY_BURST = (32, 256)
 DECOY_RATE = 0.125
 DECOY_SECONDS = 0.5
 _RNG = random.SystemRandom()
+#: flags after which a worker is never reused (the kernel changed its process)
+TAMPERING = ("state:", "patched:", "introspect:")
 
 
 def _shuffled(a):
@@ -47,6 +50,60 @@ def _shuffled(a):
         return a
     flat = np.array(a, copy=True).reshape(-1)
     return np.random.default_rng(_RNG.getrandbits(64)).permutation(flat).reshape(a.shape)
+
+
+class InputArena:
+    """The inputs of a call, handed to the worker in shared memory (a ``memfd``) that the
+    kernel's arrays are views of, and read back by the parent after the call: an input
+    the kernel wrote to is seen here, by code the kernel cannot reach, whatever the
+    worker reports.  One arena per worker; it only grows."""
+
+    ALIGN = 64
+
+    def __init__(self):
+        self.fd = os.memfd_create("kcontract-inputs", 0)
+        self.size = 0
+
+    def put(self, arrays: list) -> list:
+        """Write the ndarray arguments into the arena; their descriptors ``(offset, shape,
+        dtype)`` (None for an argument that is not an array)."""
+        descs, end = [], 0
+        for a in arrays:
+            if isinstance(a, np.ndarray) and a.dtype.kind in "biufcV" and not a.dtype.fields:
+                off = -(-end // self.ALIGN) * self.ALIGN
+                descs.append((off, tuple(a.shape), a.dtype))
+                end = off + a.nbytes
+            else:
+                descs.append(None)
+        if end == 0:
+            return descs
+        if end > self.size:
+            self.size = max(end, 2 * self.size)
+            os.ftruncate(self.fd, self.size)
+        with mmap.mmap(self.fd, end) as mm:
+            for a, d in zip(arrays, descs):
+                if d is not None and a.nbytes:
+                    mm[d[0]:d[0] + a.nbytes] = np.ascontiguousarray(a).tobytes()
+        return descs
+
+    def changed(self, arrays: list, descs: list) -> list:
+        """Indices of the arguments whose bytes in the arena differ from ``arrays``."""
+        ends = [d[0] + a.nbytes for a, d in zip(arrays, descs) if d is not None]
+        if not ends or max(ends) == 0:
+            return []
+        out = []
+        with mmap.mmap(self.fd, max(ends), prot=mmap.PROT_READ) as mm:
+            for i, (a, d) in enumerate(zip(arrays, descs)):
+                if d is not None and a.nbytes and \
+                        mm[d[0]:d[0] + a.nbytes] != np.ascontiguousarray(a).tobytes():
+                    out.append(i)
+        return out
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
 
 
 class FrameTimeout(Exception):
@@ -250,6 +307,7 @@ class KernelProcess:
         #: where workers run (:mod:`.jail`): bubblewrap, or none where it is missing
         self.sandbox = sandbox if sandbox is not None else detect()
         self._scratch = None
+        self.arena: Optional[InputArena] = None
         self.sock: Optional[socket.socket] = None
         #: the largest reply accepted (bytes); a larger one is the kernel's fault
         self.max_reply = MAX_REPLY
@@ -276,11 +334,14 @@ class KernelProcess:
         # call counter, a cache) reaches the next worker
         self._drop_scratch()
         self._scratch = self.sandbox.scratch()
-        argv = self.sandbox.command([sys.executable, "-m", self.worker_module, str(fd)],
+        self._drop_arena()
+        self.arena = InputArena()
+        argv = self.sandbox.command([sys.executable, "-m", self.worker_module, str(fd),
+                                     str(self.arena.fd)],
                                     scratch=self._scratch.name, device=self.device,
                                     hide=hidden_folders() if self.sandbox.isolated else ())
         self.proc = subprocess.Popen(
-            argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             env=env, start_new_session=True, preexec_fn=self.sandbox.preexec(self.device))
         child_sock.close()
         parent_sock.setblocking(False)
@@ -342,6 +403,12 @@ class KernelProcess:
             self.proc.wait()
             self.proc = None
         self._drop_scratch()
+        self._drop_arena()
+
+    def _drop_arena(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
 
     def _drop_scratch(self) -> None:
         if self._scratch is not None:
@@ -426,34 +493,51 @@ class KernelProcess:
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
         if self.decoys:
-            self._decoy_calls(args, kwargs, layout, timeout)
-        return self.request("call", {"args": list(args), "kwargs": kwargs or {},
-                                     "poison": poison, "poison_bytes": nbytes, "layout": layout},
-                            timeout)
+            tampered = self._decoy_calls(args, kwargs, layout, timeout)
+            if tampered is not None:
+                return tampered
+        if self.ensure_alive():
+            self.restarts += 1
+        args = list(args)
+        descs = self.arena.put(args)
+        sent = [None if d is not None else a for a, d in zip(args, descs)]
+        res = self.request("call", {"args": sent, "shared": descs, "kwargs": kwargs or {},
+                                    "poison": poison, "poison_bytes": nbytes, "layout": layout},
+                           timeout)
+        if self.arena is not None and not layout:
+            # the parent's own look at the inputs, whatever the worker says about them
+            for i in self.arena.changed(args, descs):
+                flag = f"mutated-input:{i}"
+                if flag not in res.flags:
+                    res.flags.append(flag)
+        return res
 
-    def _decoy_calls(self, args, kwargs, layout, timeout) -> None:
+    def _decoy_calls(self, args, kwargs, layout, timeout) -> Optional[CallResult]:
         """Calls whose outputs nobody looks at, on the real call's shapes with its values
         shuffled: a burst of a secret, random length (:data:`DECOY_BURST`) before the
         first call of every worker, and now and then one between calls.  A kernel cannot
         count its way to the calls that matter ("honest for the first N calls", "cheat on
-        call k"); the burst stops early for a slow kernel (:data:`DECOY_SECONDS`)."""
+        call k"); the burst stops early for a slow kernel (:data:`DECOY_SECONDS`).  A decoy
+        in which the kernel tampered with its process is returned: that is the kernel's
+        doing whatever the inputs."""
+        if self.ensure_alive():  # first, so that a fresh worker gets its burst
+            self.restarts += 1
         if self._burst is None:
-            count = _RNG.randint(*DECOY_BURST)
-            self._burst = count
+            count = self._burst = _RNG.randint(*DECOY_BURST)
         elif _RNG.random() < DECOY_RATE:
             count = 1
         else:
-            return
+            return None
         t_end = time.monotonic() + DECOY_SECONDS
         for _ in range(count):
-            if self.ensure_alive():
-                self.restarts += 1
-                self._burst = 0
             fake = [_shuffled(a) for a in args]
-            self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
-                                  "layout": layout}, timeout)
-            if time.monotonic() > t_end:
-                break
+            res = self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
+                                        "layout": layout}, timeout)
+            if any(f.startswith(TAMPERING) for f in res.flags):
+                return res
+            if not res.ok or self.proc is None or time.monotonic() > t_end:
+                break  # a failing decoy: the real call shows the failure itself
+        return None
 
     def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
         """One request to the worker (restarted first if it died), its reply as data."""
@@ -461,7 +545,7 @@ class KernelProcess:
             self.restarts += 1
         res = CallResult.from_reply(*self._request((verb, payload), timeout or self.timeout))
         if res.status in ("crashed", "timeout", "tampered") or any(
-                f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
+                f.startswith(TAMPERING) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()
         return res

@@ -220,8 +220,38 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
+def _arena_views(fd: int, descs: list) -> list:
+    """numpy views of the call's inputs in the shared arena (None where not an array)."""
+    ends = [d[0] + int(np.prod(d[1], dtype=np.int64)) * np.dtype(d[2]).itemsize
+            for d in descs if d is not None]
+    if not ends or max(ends) == 0:
+        return [None if d is None else np.empty(d[1], d[2]) for d in descs]
+    import mmap
+    mm = mmap.mmap(fd, max(ends))
+    return [None if d is None else np.ndarray(d[1], dtype=d[2], buffer=mm, offset=d[0])
+            for d in descs]
+
+
+def shared_native(ad, view: np.ndarray, device: str):
+    """The framework's array over the same memory as ``view`` where it can share it (numpy;
+    torch on the CPU), so a write by the kernel lands where the parent looks; a copy on
+    an accelerator."""
+    if ad.name == "numpy":
+        return view
+    if ad.name == "torch" and device in ("cpu", "", None):
+        import torch
+        from ..adapters.torch_adapter import _VIEW
+        name = view.dtype.name
+        if name in _VIEW:
+            tdt, as_int = _VIEW[name]
+            return torch.from_numpy(view.view(as_int)).view(getattr(torch, tdt))
+        return torch.from_numpy(view)
+    return ad.to_native(np.array(view), device)
+
+
 class Worker:
     def __init__(self):
+        self.arena_fd = None
         self.fn = None
         self.adapter = None
         self.device = "cpu"
@@ -272,7 +302,14 @@ class Worker:
         ad = self.adapter
         arrays = payload["args"]
         kwargs = payload.get("kwargs") or {}
-        natives = [ad.to_native(a, self.device) for a in arrays]
+        shared = payload.get("shared")
+        if shared and self.arena_fd is not None:
+            views = _arena_views(self.arena_fd, shared)
+            natives = [shared_native(ad, v, self.device) if v is not None
+                       else ad.to_native(a, self.device) for a, v in zip(arrays, views)]
+            arrays = [np.array(v) if v is not None else a for a, v in zip(arrays, views)]
+        else:
+            natives = [ad.to_native(a, self.device) for a in arrays]
         if payload.get("layout"):
             natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n for n in natives]
         out, seconds, flags = self.invoke(natives, kwargs, payload)
@@ -363,10 +400,11 @@ def loaded_files() -> list:
     return sorted(files)
 
 
-def serve(fd: int) -> None:
+def serve(fd: int, arena_fd: int | None = None) -> None:
     from multiprocessing.connection import Connection
     conn = Connection(fd)
     worker = Worker()
+    worker.arena_fd = arena_fd
     while True:
         try:
             verb, payload = conn.recv()
@@ -400,4 +438,4 @@ def serve(fd: int) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the sandbox
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
