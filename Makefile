@@ -4,7 +4,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
-.PHONY: demo test install dev bench clean
+.PHONY: demo test install dev bench clean sandbox
+
+# the worker's sandbox (bubblewrap); installed when missing where apt-get is available
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get install -y -q bubblewrap || (apt-get update -q && apt-get install -y -q bubblewrap)); } || \
+		echo "warning: bubblewrap not installed: kernels will run without a sandbox"
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -26,7 +32,7 @@ dev: $(STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/kcontract demo --out out/demo
 
-test: $(STAMP)
+test: $(STAMP) sandbox
 	KCONTRACT_REQUIRE_TORCH=1 $(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)

@@ -1,9 +1,11 @@
 """Wall time of ``kcontract check`` on a numpy float32 matmul kernel with every
 applicable contract, and where the time goes: the kernel, the oracle, the
 worker round trips, and the checker's own overhead (input generation, tolerance
-evaluation, detectors, process start).
+evaluation, detectors, process start); and the cost of the operating-system
+sandbox: the same check with workers under bubblewrap and without a sandbox,
+side by side.
 
-Target: under 10 s on a 2-core CPU.
+Targets: under 10 s on a 2-core CPU; the sandbox at most 0.3 s more per check.
 """
 from __future__ import annotations
 
@@ -26,17 +28,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    from kcontract.check.jail import Sandbox, detect
     from kcontract.check.runner import check
+    boxed = detect()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "k.py")
         with open(path, "w") as fh:
             fh.write(KERNEL)
-        walls, runs = [], []
-        for _ in range(args.repeat):
+        walls, runs, plain = [], [], []
+        for _ in range(args.repeat):  # interleaved, so load on the machine hits both alike
             t0 = time.perf_counter()
-            run = check(f"{path}:matmul", op="matmul", dtype="float32")
+            run = check(f"{path}:matmul", op="matmul", dtype="float32", sandbox=boxed)
             walls.append(time.perf_counter() - t0)
             runs.append(run)
+            t0 = time.perf_counter()
+            check(f"{path}:matmul", op="matmul", dtype="float32", sandbox=Sandbox("none"))
+            plain.append(time.perf_counter() - t0)
     run = runs[walls.index(statistics.median(walls))] if len(walls) % 2 else runs[-1]
     wall = statistics.median(walls)
     t = run.timings
@@ -51,6 +58,11 @@ def main() -> int:
                       ("oracle (float64)", oracle), ("checker's own (inputs, tolerances, "
                                                      "detectors, process start)", own)):
         print(f"  {name:58s} {val:6.2f} s  {100 * val / wall:5.1f} %")
+    extra = wall - statistics.median(plain)
+    print(f"  sandbox cost: {boxed.name} {wall:6.2f} s   none {statistics.median(plain):6.2f} s   "
+          f"difference {extra:+6.2f} s per check   target <= +0.30 s: "
+          f"{'met' if extra <= 0.3 else 'NOT met'}"
+          + ("" if boxed.isolated else "   (bubblewrap unavailable: both ran unsandboxed)"))
     print("  per contract:")
     for r in run.results:
         print(f"    {r.contract:9s} {r.id:22s} {r.verdict.value:9s} {r.seconds:6.2f} s  {r.cases} calls")

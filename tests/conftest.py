@@ -32,6 +32,19 @@ def _isolated_store(tmp_path_factory):
         os.environ["KCONTRACT_STORE"] = old
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_signing_key(tmp_path_factory):
+    """Certificates and stored runs are signed with a key of the test session's own."""
+    path = tmp_path_factory.mktemp("keys") / "signing.key"
+    old = os.environ.get("KCONTRACT_KEY")
+    os.environ["KCONTRACT_KEY"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("KCONTRACT_KEY", None)
+    else:
+        os.environ["KCONTRACT_KEY"] = old
+
+
 def kernel(file: str, fn: str) -> str:
     """A kernel spec for a file under tests/kernels."""
     return f"{KERNELS / file}:{fn}"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kcontract.certify import (LEVELS, achieved_level, content_hash, level_classes,
-                               verify_certificate)
+from kcontract.certify import (LEVELS, achieved_level, certify, content_hash, level_classes,
+                               seal, verify_certificate)
 from kcontract.errors import UsageError
 
 TESTS = Path(__file__).parent
@@ -119,11 +119,12 @@ def test_unreachable_kernel_is_not_a_failure(certified, tmp_path):
     cert = json.loads(out.read_text())
     cert["kernel"]["spec"] = "/nowhere/kern.py:matmul"
     cert["kernel"]["file"] = "nothere.py"
-    cert["content_hash"] = content_hash(cert)
+    seal(cert)  # as if issued so
     p = tmp_path / "c.json"
     p.write_text(json.dumps(cert))
     ver = verify_certificate(str(p))
-    assert ver.ok and [c.ok for c in ver.checks] == [True, None]
+    assert ver.ok and {c.name: c.ok for c in ver.checks} == {
+        "content hash": True, "signature": True, "kernel source": None, "modules": True}
 
 
 def test_a_violating_kernel_is_not_certified(run_cli, tmp_path):
@@ -163,8 +164,9 @@ def test_a_kernel_override_never_falls_back_to_the_certified_file(certified, tmp
     shutil.copy(out.parent.parent / "kern.py", moved / "kern.py")  # the certified source
     # the override names a file that is not here: the check must not hash kern.py instead
     ver = verify_certificate(str(moved / "cert.json"), kernel=f"{moved / 'elsewhere.py'}:matmul")
-    assert [c.name for c in ver.checks] == ["content hash", "kernel source"]
-    assert ver.checks[1].ok is None and "not reachable" in ver.checks[1].message
+    names = [c.name for c in ver.checks]
+    assert names[:3] == ["content hash", "signature", "kernel source"]
+    assert ver.checks[2].ok is None and "not reachable" in ver.checks[2].message
 
 
 def test_a_certificate_whose_verdicts_do_not_reach_its_level_is_rejected(certified, tmp_path):
@@ -173,7 +175,7 @@ def test_a_certificate_whose_verdicts_do_not_reach_its_level_is_rejected(certifi
     _, out, _ = certified
     cert = json.loads(out.read_text())
     cert["level"] = 3  # the verdicts cover level 2 only
-    cert["content_hash"] = content_hash(cert)
+    seal(cert)
     p = tmp_path / "resealed.json"
     p.write_text(json.dumps(cert))
     ver = verify_certificate(str(p))
@@ -182,7 +184,7 @@ def test_a_certificate_whose_verdicts_do_not_reach_its_level_is_rejected(certifi
                for c in ver.checks) and not ver.ok
     cert = json.loads(out.read_text())  # or a verdict of the level turned into a violation
     cert["verdicts"][0]["verdict"] = "violation"
-    cert["content_hash"] = content_hash(cert)
+    seal(cert)
     p.write_text(json.dumps(cert))
     ver = verify_certificate(str(p))
     assert any(c.name == "verdicts" and c.ok is False and "not a pass" in c.message
@@ -199,7 +201,88 @@ def test_the_kernel_is_found_beside_a_moved_certificate(certified, tmp_path):
     shutil.copy(d / "kern.py", moved / "kern.py")
     cert = json.loads(out.read_text())
     cert["kernel"]["spec"] = "gone/kern.py:matmul"  # the original path no longer exists
-    cert["content_hash"] = content_hash(cert)
+    seal(cert)
     (moved / "cert.json").write_text(json.dumps(cert))
     ver = verify_certificate(str(moved / "cert.json"))
-    assert ver.checks[1].ok is True and str(moved / "kern.py") in ver.checks[1].message
+    src = next(c for c in ver.checks if c.name == "kernel source")
+    assert src.ok is True and str(moved / "kern.py") in src.message
+
+
+def test_certificates_are_signed_and_a_reseal_is_rejected(certified, tmp_path):
+    """A certificate edited and given a fresh sha256 (what a kernel or anyone without the
+    key can do) fails the signature check; one signed by another key fails unless that
+    key is trusted."""
+    _, out, _ = certified
+    cert = json.loads(out.read_text())
+    assert cert["signature"]["algorithm"] == "ed25519" and cert["sandbox"] == "bubblewrap"
+    cert["verdicts"][0]["message"] = "edited"
+    cert["content_hash"] = content_hash(cert)  # resealed, not re-signed
+    p = tmp_path / "resealed.json"
+    p.write_text(json.dumps(cert))
+    ver = verify_certificate(str(p))
+    sig = next(c for c in ver.checks if c.name == "signature")
+    assert sig.ok is False and "does not match" in sig.message and not ver.ok
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from kcontract.certify import canonical_bytes
+    from kcontract.signing import Signer
+    other = Signer(Ed25519PrivateKey.generate())
+    cert["signature"] = other.sign(canonical_bytes(cert))
+    p.write_text(json.dumps(cert))
+    ver = verify_certificate(str(p))
+    sig = next(c for c in ver.checks if c.name == "signature")
+    assert sig.ok is False and "not trusted" in sig.message
+    ver = verify_certificate(str(p), trust=[other.public_hex])
+    assert next(c for c in ver.checks if c.name == "signature").ok is True
+
+
+def test_a_changed_module_file_is_rejected(tmp_path):
+    """The certificate lists the helper module the kernel imports; editing the helper
+    (and leaving the kernel's own file alone) is detected."""
+    (tmp_path / "helper_mod.py").write_text("import numpy as np\n\ndef mm(a, b):\n"
+                                            "    return np.matmul(a, b)\n")
+    (tmp_path / "kern.py").write_text("from helper_mod import mm\n\n"
+                                      "def matmul(a, b):\n    return mm(a, b)\n")
+    cert = certify(f"{tmp_path / 'kern.py'}:matmul", op="matmul", dtype="float32", level=1)
+    paths = [m["path"] for m in cert["modules"]]
+    assert str(tmp_path / "helper_mod.py") in paths and str(tmp_path / "kern.py") in paths
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cert))
+    assert verify_certificate(str(p)).ok
+    with open(tmp_path / "helper_mod.py", "a") as fh:
+        fh.write("# swapped\n")
+    ver = verify_certificate(str(p))
+    mods = next(c for c in ver.checks if c.name == "modules")
+    assert mods.ok is False and "helper_mod.py" in mods.message and not ver.ok
+
+
+def test_levels_need_the_sandbox_and_level_3_a_secret_seed(monkeypatch, tmp_path):
+    spec = f"{CORRECT}:matmul"
+    with pytest.raises(UsageError, match="secret-seeded"):
+        certify(spec, op="matmul", dtype="float32", level=3, seed=5)
+    monkeypatch.setenv("KCONTRACT_SANDBOX", "none")
+    for level in (2, 3):
+        with pytest.raises(UsageError, match="needs the sandbox"):
+            certify(spec, op="matmul", dtype="float32", level=level)
+    with pytest.raises(UsageError, match="needs the sandbox"):
+        certify(spec, op="matmul", dtype="float32", level=3, allow_unsandboxed=True)
+    cert = certify(spec, op="matmul", dtype="float32", level=1)
+    assert cert["sandbox"] == "none" and cert["secret_seed"] is True and cert["seed"] > 0
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cert))
+    box = next(c for c in verify_certificate(str(p)).checks if c.name == "sandbox")
+    assert box.ok is None and "without a sandbox" in box.message
+
+
+def test_verify_never_imports_the_kernels_package(tmp_path, monkeypatch):
+    """A certificate naming ``package.module:fn``: finding the module's file must not run
+    the package's ``__init__`` (kernel code) in the verifier."""
+    pkg = tmp_path / "evilpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import os\nos.environ['KCONTRACT_VERIFY_PWNED'] = '1'\n")
+    (pkg / "kern.py").write_text("def matmul(a, b):\n    return a @ b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from kcontract.certify import kernel_source
+    found = kernel_source("evilpkg.kern:matmul")
+    assert found == str(pkg / "kern.py")
+    import os
+    assert "KCONTRACT_VERIFY_PWNED" not in os.environ

@@ -180,3 +180,25 @@ def test_cli_report_renders_a_stored_run(run_cli, tmp_path):
     assert code == 0 and f"wrote {md}" in err
     assert "k.py:mm" in md.read_text() and "violation" in md.read_text()
     assert run_cli("report", "--id", 999, "--store", db)[0] == 2
+
+
+def test_stored_runs_are_signed_and_a_rewrite_is_detected(tmp_path):
+    """A run's JSON is signed with the checker's key; rewriting it in the database (what a
+    process without the key can do) fails verification."""
+    import sqlite3
+    import zlib
+
+    from kcontract.store import load_run, record_run, verify_run
+    db = tmp_path / "r.db"
+    run = {"schema": "kcontract.run/1", "kernel": "k.py:f", "op": "matmul", "dtype": "float32",
+           "results": [{"contract": "C-PRC-01", "id": "x", "verdict": "violation"}]}
+    rid = record_run(run, str(db))
+    ok, why = verify_run(rid, str(db))
+    assert ok, why
+    forged = dict(load_run(rid, str(db)))
+    forged["results"] = [{"contract": "C-PRC-01", "id": "x", "verdict": "pass"}]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET run_json = ?, verdict = 'conformant' WHERE id = ?",
+                     (zlib.compress(json.dumps(forged).encode()), rid))
+    ok, why = verify_run(rid, str(db))
+    assert not ok and "does not match" in why

@@ -24,19 +24,32 @@ contract for the op are listed as not applicable.  A certificate is issued
 only if at least one contract ran and passed.
 
 The certificate is JSON (and an HTML rendering) naming the suite version, the
-environment, the kernel's source hash, the claims, the seed and every verdict.
-``content_hash`` is the sha256 of the canonical serialisation of everything
-else (:func:`canonical_bytes`: JSON, keys sorted, no whitespace, UTF-8), so any
-edit is detected; ``verify_certificate`` re-checks it, the kernel's source hash
-when the kernel file is reachable, and, with ``rerun=True``, reproduces every
-verdict on this machine (same seed).
+environment, the sandbox the kernel ran in, the kernel's source hash and the hash of
+every module file its worker loaded (outside the Python installation), the claims,
+the seed and every verdict.  ``content_hash`` is the sha256 of the canonical
+serialisation of everything else (:func:`canonical_bytes`: JSON, keys sorted, no
+whitespace, UTF-8), and ``signature`` an Ed25519 signature of the same bytes by this
+machine's key (:mod:`kcontract.signing`), which no sandboxed worker can read: a
+certificate edited and "resealed" with a fresh sha256 is rejected.
+
+Seeds: a certificate is issued from a secret seed by default (drawn per run, recorded
+in the certificate once the run is over).  Level 3 is issued only from a sandboxed,
+secret-seeded run; levels 2 and 3 need the sandbox (:mod:`kcontract.check.jail`), and
+level 2 may be issued without one only with ``allow_unsandboxed`` (recorded).
+
+``verify_certificate`` checks the hash, the signature, the kernel's source and every
+listed module file when they are reachable -- without importing or running any of
+them -- and, with ``rerun=True``, reproduces every verdict on this machine in the
+sandbox, with a fresh secret seed unless ``same_seed``.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib.machinery
 import json
 import os
+import secrets
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
@@ -46,9 +59,13 @@ from .check.verdict import jsonable
 from .check.worker import is_path_spec, source_sha256
 from .errors import UsageError
 from .files import load_json, write_json, write_text
+from .signing import signer, verify as verify_signature
 
 CERT_SCHEMA = "kcontract.certificate/1"
-HASH_ALGORITHM = "sha256 over canonical JSON (sorted keys, no whitespace, UTF-8), content_hash excluded"
+HASH_ALGORITHM = ("sha256 over canonical JSON (sorted keys, no whitespace, UTF-8), content_hash "
+                  "and signature excluded; the signature is Ed25519 over the same bytes")
+#: fields outside the signed and hashed content
+UNSIGNED = ("content_hash", "signature")
 
 _L1 = ("C-EXC-01", "C-EXC-02", "C-CMP-03")
 _L2 = _L1 + ("C-PRC-01", "C-PRC-02", "C-PRC-03", "C-PRC-04")
@@ -65,7 +82,7 @@ def level_classes(level: int) -> tuple[str, ...]:
 
 
 def canonical_bytes(cert: Mapping[str, Any]) -> bytes:
-    body = {k: v for k, v in cert.items() if k != "content_hash"}
+    body = {k: v for k, v in cert.items() if k not in UNSIGNED}
     return json.dumps(jsonable(body), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
 
@@ -86,15 +103,36 @@ def achieved_level(verdicts: Sequence[Mapping[str, Any]], up_to: int) -> int:
     return best
 
 
+def seal(cert: dict) -> dict:
+    """Hash and sign ``cert`` in place (its content: everything but the seal)."""
+    cert["content_hash"] = content_hash(cert)
+    cert["signature"] = signer().sign(canonical_bytes(cert))
+    return cert
+
+
 def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "numpy",
-            device: str = "cpu", declare: Optional[Mapping[str, Any]] = None, seed: int = 0,
-            timeout: float = 60.0, contracts=None, progress=None) -> dict:
-    """Run what ``level`` needs and return the certificate (a dict, hashed)."""
+            device: str = "cpu", declare: Optional[Mapping[str, Any]] = None,
+            seed: Optional[int] = None, timeout: float = 60.0, contracts=None, progress=None,
+            allow_unsandboxed: bool = False, sandbox=None) -> dict:
+    """Run what ``level`` needs and return the certificate (a dict, hashed and signed).
+    ``seed`` None (the default) draws a secret seed for this run.  Raises
+    :class:`UsageError` for level 3 with a public seed or without a sandbox, and for
+    level 2 without a sandbox unless ``allow_unsandboxed``."""
+    from .check.jail import detect
     from .check.runner import check
     classes = level_classes(level)
+    secret = seed is None
+    seed = secrets.randbelow(2 ** 31 - 1) + 1 if secret else int(seed)
+    box = sandbox if sandbox is not None else detect()
+    if level >= 3 and not secret:
+        raise UsageError("level 3 is issued only from a secret-seeded run: leave out --seed")
+    if level >= 2 and not box.isolated and (level >= 3 or not allow_unsandboxed):
+        raise UsageError(f"level {level} needs the sandbox (bubblewrap), which is not available "
+                         "here" + ("" if level >= 3 else "; pass --allow-unsandboxed to certify "
+                                   "level 2 without it (recorded as sandbox: none)"))
     run = check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                 classes=list(classes), declare=declare, seed=seed, timeout=timeout,
-                contracts=contracts, progress=progress)
+                contracts=contracts, progress=progress, sandbox=box)
     data = run.to_json()
     verdicts = [{"contract": r["contract"], "id": r["id"], "verdict": r["verdict"],
                  "signature": (r.get("signature") or {}).get("code") or "",
@@ -116,15 +154,15 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
                    "sha256": data.get("kernel_hash", "")},
         "op": op, "dtype": data["dtype"], "framework": framework, "device": device,
         "claims": data.get("claims"), "declare": {k: str(v) for k, v in (declare or {}).items()},
-        "seed": int(seed), "suite_version": data.get("suite_version"),
+        "seed": int(seed), "secret_seed": secret, "sandbox": data.get("sandbox", "none"),
+        "unsandboxed_override": bool(allow_unsandboxed and not box.isolated),
+        "modules": data.get("modules") or [], "suite_version": data.get("suite_version"),
         "kcontract_version": __version__, "environment": data.get("environment"),
         "verdicts": verdicts,
         "not_applicable": [c for c in classes if c not in {r.contract for r in run.results}],
         "hash_algorithm": HASH_ALGORITHM,
     }
-    cert = jsonable(cert)
-    cert["content_hash"] = content_hash(cert)
-    return cert
+    return seal(jsonable(cert))
 
 
 def write_certificate(cert: Mapping[str, Any], path: str, html: Optional[str] = None) -> list[str]:
@@ -181,18 +219,45 @@ def kernel_source(spec: str, cert_dir: str = "", file_hint: str = "") -> Optiona
             if os.path.isfile(c):
                 return c
         return None
-    try:
-        found = importlib.util.find_spec(target)
-    except (ImportError, ValueError):
-        return None
+    return find_module_file(target)
+
+
+def find_module_file(dotted: str) -> Optional[str]:
+    """The file of module ``dotted`` on ``sys.path``, found without importing anything
+    (``importlib.util.find_spec`` would run the parent packages' ``__init__``: kernel
+    code)."""
+    locations = None
+    found = None
+    parts = dotted.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[:i + 1])
+        try:
+            found = importlib.machinery.PathFinder.find_spec(
+                name, locations if locations is not None else [os.getcwd()] + sys.path)
+        except (ImportError, ValueError, OSError):
+            return None
+        if found is None:
+            return None
+        locations = list(found.submodule_search_locations or [])
     origin = getattr(found, "origin", None) if found else None
     return origin if origin and os.path.isfile(origin) else None
 
 
+def level_of(cert: Mapping[str, Any]) -> int:
+    try:
+        return int(cert.get("level", 0) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] = None,
-                       timeout: float = 60.0, contracts=None) -> Verification:
-    """Check a certificate's integrity (content hash, kernel source hash) and, with
-    ``rerun``, reproduce its verdicts here.  ``kernel`` overrides where the kernel is."""
+                       timeout: float = 60.0, contracts=None, same_seed: bool = False,
+                       trust: Sequence[str] = ()) -> Verification:
+    """Check a certificate's integrity (content hash, signature, kernel source and module
+    hashes) without running or importing any of its code, and, with ``rerun``, reproduce
+    its verdicts here in the sandbox (a fresh secret seed unless ``same_seed``).
+    ``kernel`` overrides where the kernel is; ``trust``: public keys (hex) to accept
+    besides this machine's."""
     cert = load_certificate(path)
     ver = Verification(path)
     if cert.get("schema") != CERT_SCHEMA:
@@ -207,6 +272,14 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
                                 f"{str(claimed)[:16]}… does not match its content ({actual[:16]}…)"))
         return ver  # nothing else in it can be trusted
     ver.checks.append(Check("content hash", True, f"sha256 {actual[:16]}… matches the content"))
+    from .signing import trusted_keys
+    ok, why = verify_signature(canonical_bytes(cert), cert.get("signature"),
+                               trusted_keys(trust or ()))
+    ver.checks.append(Check("signature", ok, why))
+    box = cert.get("sandbox", "none")
+    if box != "bubblewrap":
+        ver.checks.append(Check("sandbox", False if level_of(cert) >= 3 and cert.get("certified")
+                                else None, f"the kernel ran without a sandbox (sandbox: {box})"))
     info = cert.get("kernel") or {}
     spec = kernel or info.get("spec", "")
     # the certificate's own file name is a fallback for its own spec, never for an override
@@ -223,7 +296,8 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
             ver.checks.append(Check("kernel source", False,
                                     f"{src} has sha256 {h[:16]}…, the certificate names "
                                     f"{str(info.get('sha256'))[:16]}…: the kernel changed since"))
-    level = int(cert.get("level", 0) or 0)
+    _check_modules(cert, ver)
+    level = level_of(cert)
     verdicts = cert.get("verdicts") or []
     if bool(cert.get("certified")) and level in LEVELS:
         covered = {v.get("contract") for v in verdicts} | set(cert.get("not_applicable") or [])
@@ -235,8 +309,32 @@ def verify_certificate(path: str, *, rerun: bool = False, kernel: Optional[str] 
                                                        f"verdicts do not reach it ({why})"))
     if rerun:
         _rerun(cert, ver, spec if src is None or kernel else _rerun_spec(spec, src), timeout,
-               contracts)
+               contracts, same_seed)
     return ver
+
+
+def _check_modules(cert: Mapping[str, Any], ver: Verification) -> None:
+    """Every module file the certified run loaded, hashed again where it is reachable."""
+    mods = cert.get("modules") or []
+    if not mods:
+        return
+    changed, missing = [], 0
+    for m in mods:
+        p = str((m or {}).get("path", ""))
+        if not os.path.isfile(p):
+            missing += 1
+            continue
+        if source_sha256(p) != (m or {}).get("sha256"):
+            changed.append(p)
+    if changed:
+        ver.checks.append(Check("modules", False, f"{len(changed)} of the {len(mods)} module "
+                                                  f"files it lists changed: {', '.join(changed)}"))
+    elif missing == len(mods):
+        ver.checks.append(Check("modules", None, f"none of the {len(mods)} module files it lists "
+                                                 "is reachable from here: not checked"))
+    else:
+        ver.checks.append(Check("modules", True, f"{len(mods) - missing} module file(s) match"
+                                + (f" ({missing} not reachable)" if missing else "")))
 
 
 def _rerun_spec(spec: str, src: str) -> str:
@@ -247,13 +345,17 @@ def _rerun_spec(spec: str, src: str) -> str:
 
 
 def _rerun(cert: Mapping[str, Any], ver: Verification, spec: str, timeout: float,
-           contracts) -> None:
+           contracts, same_seed: bool = False) -> None:
     from .check.runner import check
-    level = int(cert.get("level", 0) or 0)
+    level = level_of(cert)
+    seed = int(cert.get("seed", 0)) if same_seed else secrets.randbelow(2 ** 31 - 1) + 1
     run = check(spec, op=cert["op"], dtype=cert["dtype"], framework=cert.get("framework", "numpy"),
                 device=cert.get("device", "cpu"), classes=list(level_classes(level)),
-                declare=cert.get("declare") or {}, seed=int(cert.get("seed", 0)), timeout=timeout,
+                declare=cert.get("declare") or {}, seed=seed, timeout=timeout,
                 contracts=contracts)
+    if run.sandbox != "bubblewrap":
+        ver.checks.append(Check("rerun sandbox", None, f"the rerun ran without a sandbox "
+                                                       f"(sandbox: {run.sandbox})"))
     here = {r.id: r.verdict.value for r in run.results}
     then = {v["id"]: v["verdict"] for v in cert.get("verdicts") or []}
     differ = []
@@ -268,9 +370,9 @@ def _rerun(cert: Mapping[str, Any], ver: Verification, spec: str, timeout: float
         ver.checks.append(Check("rerun", False, "not reproduced on this machine: " + "; ".join(differ)))
     else:
         ver.checks.append(Check("rerun", True, f"all {len(here)} verdicts reproduced on this "
-                                               "machine"))
+                                               f"machine ({'the certified' if same_seed else 'a fresh secret'} seed)"))
 
 
-__all__ = ["LEVELS", "LEVEL_NAMES", "CERT_SCHEMA", "certify", "write_certificate",
+__all__ = ["seal", "find_module_file", "LEVELS", "LEVEL_NAMES", "CERT_SCHEMA", "certify", "write_certificate",
            "load_certificate", "verify_certificate", "content_hash", "canonical_bytes",
            "achieved_level", "Verification", "Check", "level_classes"]

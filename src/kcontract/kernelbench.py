@@ -60,8 +60,10 @@ import numpy as np
 
 from . import __version__
 from .adapters.base import Adapter
-from .check.engine import FAILURE_CODES, Comparison, KernelFailure, raise_for_failure
+from .check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
+                           validated_output)
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
+from .check.seeds import derive_seed
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from .claims import make_claims
 from .classes.common import worst
@@ -105,6 +107,8 @@ class Problem:
     #: module-level integer constants that ``get_inputs``/``get_init_inputs`` read and
     #: ``Model`` does not: the sizes a shape sweep may rescale
     constants: dict
+    #: sha256 of the file as it was loaded (once per run, before any candidate ran)
+    sha256: str = ""
 
     @contextmanager
     def sized(self, overrides: Mapping[str, int]):
@@ -152,7 +156,11 @@ def _names(code) -> set:
 
 
 def load_problem(path: str) -> Problem:
-    """Load a reference problem file; raises :class:`UsageError` when it is not one."""
+    """Load a reference problem file; raises :class:`UsageError` when it is not one.
+    Load it once per run, before any candidate runs, and pass the :class:`Problem` on
+    (``check_kernelbench(problem=...)``): the parent never executes the file again."""
+    from .check.worker import source_sha256
+    digest = source_sha256(path) if os.path.exists(path) else ""
     module = _exec_file(path)
     missing = [a for a in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, a)]
     if missing:
@@ -170,7 +178,8 @@ def load_problem(path: str) -> Problem:
     name = os.path.splitext(os.path.basename(path))[0]
     if name in ("problem", "reference", "ref", "model"):
         name = os.path.basename(os.path.dirname(os.path.abspath(path))) or name
-    return Problem(path=os.path.abspath(path), name=name, module=module, constants=constants)
+    return Problem(path=os.path.abspath(path), name=name, module=module, constants=constants,
+                   sha256=digest)
 
 
 def _prev_prime(n: int) -> int:
@@ -442,6 +451,15 @@ def inject_exceptional(args: list, kinds: tuple, seed: int) -> list:
     return out
 
 
+
+def storage_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a dtype name (a float format or any numpy name)."""
+    try:
+        return get_format(name).dtype
+    except (UsageError, KeyError, ValueError):
+        return np.dtype(name)
+
+
 # -- the candidate's process -------------------------------------------------------------
 class ModelProcess(KernelProcess):
     """A candidate ``ModelNew`` in its own worker; rebuilt after any restart."""
@@ -541,6 +559,10 @@ class ModuleCheck:
     def __init__(self, problem: Problem, handle: ModelProcess, dtype: str, seed: int, claims,
                  reproduce: str, progress: Optional[Callable[[], None]] = None):
         self.problem, self.handle, self.dtype, self.seed = problem, handle, dtype, seed
+        # separate seeds, one-way derived: what the candidate can read back from its own
+        # process (torch.initial_seed() after the build) tells it nothing of the inputs
+        self.build_seed = derive_seed(seed, "build")
+        self.input_seed = derive_seed(seed, "inputs")
         self.fmt = get_format(dtype)
         self.claims = claims
         self.u_acc = claims.accumulate.u
@@ -560,7 +582,7 @@ class ModuleCheck:
         for label, over in shape_variants(self.problem.constants):
             try:
                 orc = self.oracle(label, over)
-                args = make_inputs(self.problem, over, "problem", self.dtype, self.seed)
+                args = make_inputs(self.problem, over, "problem", self.dtype, self.input_seed)
                 ref = orc.reference(args)
                 if label != "basic" and not np.all(np.isfinite(ref)):
                     raise ValueError("the reference gives non-finite values")
@@ -580,15 +602,15 @@ class ModuleCheck:
 
     def oracle(self, label: str, over: Mapping[str, int]) -> Oracle:
         if label not in self.oracles:
-            orc = Oracle(self.problem, over, self.dtype, self.seed)
-            orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.seed))
+            orc = Oracle(self.problem, over, self.dtype, self.build_seed)
+            orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.input_seed))
             self.oracles[label] = orc
         return self.oracles[label]
 
     def use(self, label: str, over: Mapping[str, int]) -> Oracle:
         orc = self.oracle(label, over)
         if self.current != label:
-            self.handle.build(orc.init, orc.state, self.seed)
+            self.handle.build(orc.init, orc.state, self.build_seed)
             self.current = label
         return orc
 
@@ -600,7 +622,7 @@ class ModuleCheck:
                     extra={"shape": label, **extra})
 
     def inputs(self, over, family: str, trial: int, salt: str = "") -> list:
-        s = int(np.random.default_rng([self.seed, trial, zlib_crc(family + salt)])
+        s = int(np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
                 .integers(0, 2 ** 31 - 1))
         return make_inputs(self.problem, over, family, self.dtype, s)
 
@@ -619,16 +641,10 @@ class ModuleCheck:
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
-        got = tuple(res.meta.get("shape", np.shape(res.out)))
-        if got != tuple(np.shape(ref)):
-            raise KernelFailure("kernel.wrong-shape", f"ModelNew returned shape {got}, the "
-                                f"reference {tuple(np.shape(ref))}", case)
         orc = self.oracles.get(case.extra.get("shape"))
         want = orc.out_dtype if orc is not None and orc.out_dtype else self.dtype
-        if res.meta.get("dtype") != want:
-            raise KernelFailure("kernel.wrong-dtype", f"ModelNew returned dtype "
-                                f"{res.meta.get('dtype')}, the reference {want}", case)
-        return res.out
+        return validated_output(res, tuple(np.shape(ref)), storage_dtype(want), case,
+                                who="ModelNew")
 
     def measure(self, label: str, over, family: str, trial: int, *, args=None,
                 salt: str = "", layout: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
@@ -824,7 +840,7 @@ class ModuleCheck:
             base = self.inputs({}, "uniform", trial, "exceptional")
             if not any(_is_float_array(a) for a in base):
                 return self.result(cls, Status.SKIPPED, "the problem has no float input", t0=t0)
-            args = inject_exceptional(base, kinds, self.seed + trial)
+            args = inject_exceptional(base, kinds, self.input_seed + trial)
             ref = np.asarray(orc.reference(args), dtype=np.float64)
             if np.all(np.isfinite(ref)):
                 continue  # the reference absorbs them (a mask, a comparison): nothing to check
@@ -1000,7 +1016,7 @@ class ModuleCheck:
         # no poison here: what the reference leaves behind is the point
         res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
                                                   "init_inputs": [_to_plain(v) for v in orc.init],
-                                                  "seed": self.seed, "poison": False})
+                                                  "seed": self.build_seed, "poison": False})
         if res_b.status == "raised" and res_b.error_type == "ReferenceUnavailable":
             return cmp_a, None  # the reference does not run in the worker: one order only
         try:
@@ -1061,8 +1077,10 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                       device: str = "cpu", classes: Optional[Sequence[str]] = None,
                       declare: Optional[Mapping[str, object]] = None, seed: Optional[int] = None,
                       timeout: float = 60.0, kernelbench: bool = True,
-                      progress: Optional[Callable[[], None]] = None) -> KernelBenchRun:
-    """Check the candidate file's ``ModelNew`` against the reference file's ``Model``.
+                      progress: Optional[Callable[[], None]] = None,
+                      problem: Optional[Problem] = None) -> KernelBenchRun:
+    """Check the candidate file's ``ModelNew`` against the reference file's ``Model``
+    (``problem``: the reference already loaded by :func:`load_problem`).
 
     ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
     weights a candidate cannot have precomputed.  Never raises for the candidate's
@@ -1084,7 +1102,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     except ImportError as exc:  # pragma: no cover - torch is required here
         raise UsageError("kcontract kernelbench needs torch: pip install 'kcontract[torch]'") from exc
     seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
-    problem = load_problem(reference)
+    problem = problem if problem is not None else load_problem(reference)
     fmt = get_format(dtype)
     declared = dict(declare or {})
     if "deterministic" not in declared and device not in ("cpu", ""):
@@ -1096,6 +1114,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     from .adapters import get_adapter
     env = get_adapter("torch").environment(device)
     env["kcontract"] = __version__
+    env["problem_sha256"] = problem.sha256
     run = RunResult(kernel=os.path.abspath(candidate), op=f"kernelbench:{problem.name}",
                     dtype=dtype, framework="torch", device=device, claims=claims.as_dict(),
                     environment=env, suite_version=__version__)
@@ -1104,6 +1123,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout)
     try:
         try:
+            run.sandbox = handle.sandbox_name
             info = handle.start()
             run.kernel_hash = info.get("source_sha256", "")
         except KernelLoadError as exc:
@@ -1136,6 +1156,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                 out.allowance = basic.allowance.as_dict()
             if kernelbench:
                 out.kernelbench = kernelbench_verdict(handle, reference, dtype)
+            run.modules = handle.modules()
     finally:
         if handle is not None:
             handle.close()

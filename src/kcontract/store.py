@@ -6,7 +6,8 @@ environment tuple (device and its name, driver and runtime versions, framework
 and library versions, CPU flags), the suite version, the kernel's identity (its
 spec, module path and source hash), the claims and the overall verdict; one
 row per contract verdict; and the run's full JSON (compressed), so any stored
-run can be rendered again.
+run can be rendered again, with an Ed25519 signature of that JSON by this
+machine's key (:mod:`kcontract.signing`; :func:`verify_run` checks it).
 
 Concurrent writers lose nothing: the database runs in WAL mode, every
 connection waits on a busy database (``busy_timeout``), every write is one
@@ -29,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Optional
 
 from .errors import KContractError
+from .signing import signer, verify as verify_signature
 from .report._util import counts as verdict_counts, overall, signature_code
 
 SCHEMA_VERSION = 1
@@ -71,7 +73,8 @@ CREATE TABLE IF NOT EXISTS runs (
     n_error           INTEGER NOT NULL DEFAULT 0,
     n_skipped         INTEGER NOT NULL DEFAULT 0,
     seconds           REAL,
-    run_json          BLOB                -- zlib-compressed kcontract.run/1 JSON
+    run_json          BLOB,               -- zlib-compressed kcontract.run/1 JSON
+    signature         TEXT                -- JSON: Ed25519 signature of the uncompressed run_json
 );
 CREATE TABLE IF NOT EXISTS verdicts (
     run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -163,6 +166,13 @@ def _ensure_schema(conn: sqlite3.Connection) -> None:
             raise StoreError(f"the results store has schema version {row[0]}, newer than this "
                              f"kcontract understands ({SCHEMA_VERSION}); upgrade kcontract")
         if row:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            if "signature" not in cols:  # a store written before runs were signed
+                try:
+                    conn.execute("ALTER TABLE runs ADD COLUMN signature TEXT")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc).lower():
+                        raise
             return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -189,6 +199,7 @@ def _num(x: Any) -> Optional[float]:
 
 def _row_for(run: Mapping[str, Any], recorded_at: str) -> dict:
     env = dict(run.get("environment") or {})
+    raw = json.dumps(run, default=str).encode()
     counts = verdict_counts(run)
     verdict = overall(run)
     kernel = str(run.get("kernel") or "")
@@ -211,7 +222,8 @@ def _row_for(run: Mapping[str, Any], recorded_at: str) -> dict:
         "verdict": verdict, "n_pass": counts["pass"], "n_violation": counts["violation"],
         "n_error": counts["error"], "n_skipped": counts["skipped"],
         "seconds": _num(run.get("seconds")),
-        "run_json": zlib.compress(json.dumps(run, default=str).encode(), 6),
+        "run_json": zlib.compress(raw, 6),
+        "signature": json.dumps(signer().sign(raw)),
     }
 
 
@@ -369,6 +381,22 @@ def _mark_changes(entries: list[HistoryEntry]) -> None:
             e.changes.append(f"device {prev.device_name} → {e.device_name}")
 
 
+def verify_run(run_id: int, store: Optional[str] = None) -> tuple:
+    """(ok, message): whether the stored run's JSON carries a valid signature by a key
+    trusted here (a run rewritten by anyone without the key, a kernel included, fails)."""
+    path = resolve(store)
+    with closing(_connect(path, create=False)) as conn:
+        row = _retrying(lambda: conn.execute("SELECT run_json, signature FROM runs WHERE id = ?",
+                                             (int(run_id),)).fetchone(), what="read", path=path)
+    if row is None or row[0] is None:
+        raise StoreError(f"no run {run_id} in the results store {path}")
+    try:
+        sig = json.loads(row[1]) if row[1] else None
+    except ValueError:
+        sig = None
+    return verify_signature(zlib.decompress(row[0]), sig)
+
+
 def load_run(run_id: int, store: Optional[str] = None) -> dict:
     """The full JSON of a stored run."""
     path = resolve(store)
@@ -381,4 +409,4 @@ def load_run(run_id: int, store: Optional[str] = None) -> dict:
 
 
 __all__ = ["StoreError", "HistoryEntry", "default_store_path", "record_run", "history",
-           "load_run", "SCHEMA_VERSION", "ENV_VAR"]
+           "load_run", "verify_run", "SCHEMA_VERSION", "ENV_VAR"]

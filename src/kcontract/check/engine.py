@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ..claims import Claims
+from ..errors import ContractError
 from ..formats import Format
 from ..language.contract import Contract
 from ..ops import Op, upcast
@@ -43,6 +44,8 @@ INTEGRITY_MESSAGES = {
     "aliased-output": "the kernel's output aliases its input #{}",
     "introspect": "the kernel inspected what it was not given ({}: stack frames, the garbage "
                   "collector's objects or a tracer)",
+    "late-write": "the kernel changed an output after returning it ({}: a thread it left "
+                  "running)",
     "strides": "the kernel's output has overlapping or broadcast strides {} (elements share "
                "memory: a constant or partly computed output)",
 }
@@ -130,6 +133,32 @@ def raise_for_failure(res: CallResult, case: Optional[Case]) -> None:
         raise KernelFailure(FAILURE_CODES.get(res.status, f"kernel.{res.status}"),
                             res.describe(), case)
     check_flags(res, case)
+
+
+def validated_output(res: CallResult, shape: tuple, dtype: np.dtype,
+                     case: Optional[Case], who: str = "the kernel") -> np.ndarray:
+    """The output of a call as the parent sees it, checked before any comparison: a plain
+    ``numpy.ndarray`` (no subclass), of exactly ``shape`` and ``dtype`` (byte order and
+    all: ``>f4`` is not ``float32``), with as many elements as the shape says.  What the
+    worker reports about its output (``meta``) is never believed; nothing is broadcast."""
+    out = res.out
+    if type(out) is not np.ndarray:
+        raise KernelFailure("kernel.bad-output", f"{who} returned a {type(out).__name__}, "
+                            "not a plain array", case)
+    want = tuple(int(d) for d in shape)
+    if tuple(out.shape) != want:
+        raise KernelFailure("kernel.wrong-shape",
+                            f"{who} returned shape {tuple(out.shape)}, expected {want}", case)
+    want_dtype = np.dtype(dtype)
+    if out.dtype != want_dtype or out.dtype.str != want_dtype.str or out.dtype.fields:
+        raise KernelFailure("kernel.wrong-dtype", f"{who} returned dtype {out.dtype.str} "
+                            f"({out.dtype.name}), expected {want_dtype.name} "
+                            f"({want_dtype.str})", case)
+    if out.size != int(np.prod(want, dtype=np.int64)) or out.nbytes != out.size * want_dtype.itemsize:
+        raise KernelFailure("kernel.wrong-shape", f"{who} returned {out.size} elements for "
+                            f"shape {want}", case)
+    # the parent's own contiguous copy: nothing shared with a buffer the reply came in
+    return np.array(out, dtype=want_dtype, order="C", copy=True)
 
 
 class Context:
@@ -235,20 +264,34 @@ class Context:
         res = self.call(inputs, kwargs, layout=layout)
         return self.validate(res, case, inputs, out_shape=out_shape)
 
+    def run_in_fresh_process(self, inputs: Mapping[str, np.ndarray], case: Case,
+                             kwargs: Optional[dict] = None) -> np.ndarray:
+        """:meth:`run` in a second, fresh worker (another process, another
+        ``PYTHONHASHSEED``) where the kernel runs isolated; the same worker otherwise.
+        Run-to-run determinism must hold across processes, not only within one."""
+        from .sandbox import KernelProcess
+        if not isinstance(self.kernel, KernelProcess):
+            return self.run(inputs, case, kwargs)
+        other = self.kernel.sibling()
+        args = [inputs[name] for name in self.op.inputs]
+        kw = self._accepted(self.kwargs() if kwargs is None else kwargs)
+        t0 = time.perf_counter()
+        try:
+            res = other.call(args, kw)
+        except Exception as exc:  # the second worker does not load: the kernel's failure
+            raise KernelFailure("kernel.load", f"a second worker could not load the kernel: "
+                                f"{exc}", case) from None
+        self.timings["call"] += time.perf_counter() - t0
+        self.timings["kernel"] += float(res.seconds or 0.0)
+        self.cases += 1
+        self.progress()
+        return self.validate(res, case, inputs)
+
     def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],
                  *, out_shape: Optional[tuple] = None) -> np.ndarray:
         raise_for_failure(res, case)
         want_shape = tuple(out_shape) if out_shape is not None else self._out_shape(inputs)
-        got_shape = tuple(res.meta.get("shape", np.shape(res.out)))
-        if got_shape != want_shape:
-            raise KernelFailure("kernel.wrong-shape",
-                                f"the kernel returned shape {got_shape}, expected {want_shape}", case)
-        want = self.op.output_format(self.dtype).name
-        got = res.meta.get("dtype", str(res.out.dtype))
-        if got != want:
-            raise KernelFailure("kernel.wrong-dtype",
-                                f"the kernel returned dtype {got}, expected {want}", case)
-        return res.out
+        return validated_output(res, want_shape, self.op.output_format(self.dtype).dtype, case)
 
     def check_flags(self, res: CallResult, case: Case) -> None:
         check_flags(res, case)
@@ -297,7 +340,15 @@ class Context:
                 tol = env[name] if tol is None or name == "tol" else tol
             ok = self.contract.postcondition.evaluate(env)
         out64 = env["out"]
-        ok = np.broadcast_to(np.asarray(ok, dtype=bool), np.shape(out64))
+        if out64 is not None and np.shape(ref) != np.shape(out64):
+            raise KernelFailure("kernel.wrong-shape", f"the output has shape "
+                                f"{np.shape(out64)}, the oracle {np.shape(ref)}", case)
+        ok = np.asarray(ok, dtype=bool)
+        if ok.shape != np.shape(out64):
+            if ok.ndim != 0:
+                raise ContractError(f"{self.contract.id}: the postcondition has shape "
+                                    f"{ok.shape}, the output {np.shape(out64)}")
+            ok = np.full(np.shape(out64), bool(ok))  # a scalar verdict holds for every element
         if tol is not None:
             t = np.asarray(tol, dtype=np.float64)
             finite = t[np.isfinite(t)]

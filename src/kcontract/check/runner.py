@@ -56,7 +56,7 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
           seed: int = 0, in_process: bool = False, timeout: float = 60.0,
           contracts: Optional[Iterable[Contract]] = None,
           progress: Optional[Callable[[str, int], None]] = None,
-          handle=None, reproduce_prefix: Optional[str] = None) -> RunResult:
+          handle=None, reproduce_prefix: Optional[str] = None, sandbox=None) -> RunResult:
     """Check ``kernel`` (``file.py:function`` or ``module:function``) against the
     contracts of ``op`` at ``dtype``.  Never raises for a kernel's misbehaviour:
     that is a verdict.  Raises :class:`UsageError` / :class:`ContractError` for
@@ -80,7 +80,9 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
     try:
         if own_handle:
             handle_cls = InProcessKernel if in_process else KernelProcess
-            handle = handle_cls(kernel, framework=framework, device=device, timeout=timeout)
+            extra = {} if in_process else {"sandbox": sandbox}
+            handle = handle_cls(kernel, framework=framework, device=device, timeout=timeout,
+                                **extra)
             info = handle.start()
         else:
             info = handle.info
@@ -94,6 +96,7 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
         run.seconds = time.perf_counter() - t_start
         return run
     run.kernel_hash = info.get("source_sha256", "")
+    run.sandbox = str(getattr(handle, "sandbox_name", "none"))
     try:
         for c in chosen:
             if reproduce_prefix:
@@ -106,6 +109,8 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
                                         repro, tick, run.timings))
             if progress:
                 progress(c.id, 0)
+        modules = getattr(handle, "modules", None)
+        run.modules = list(modules() if callable(modules) else [])
     finally:
         if own_handle:
             handle.close()

@@ -8,21 +8,164 @@ interface and runs the kernel in this process (``--in-process``, for debugging).
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import pickle
+import random
+import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .jail import Sandbox, detect, hidden_folders
+
 DEFAULT_TIMEOUT = 60.0
+#: the largest reply a worker may send by default (bytes): far above any output the
+#: suite asks for, far below what would take the checker's memory down
+MAX_REPLY = 256 << 20
+
+
+#: decoy calls: the length of the burst before a worker's first call (a secret, uniform
+#: draw), the chance of one decoy before any later call, and the time a burst may take
+DECOY_BURST = (32, 128)
+DECOY_RATE = 0.125
+DECOY_SECONDS = 0.5
+_RNG = random.SystemRandom()
+#: flags after which a worker is never reused (the kernel changed its process)
+TAMPERING = ("state:", "patched:", "introspect:", "late-write:")
+
+
+def _shuffled(a):
+    """``a`` with its elements in a random order (same shape, dtype and values)."""
+    if not isinstance(a, np.ndarray) or a.size < 2:
+        return a
+    flat = np.array(a, copy=True).reshape(-1)
+    return np.random.default_rng(_RNG.getrandbits(64)).permutation(flat).reshape(a.shape)
+
+
+class InputArena:
+    """The inputs of a call, handed to the worker in shared memory (a ``memfd``) that the
+    kernel's arrays are views of, and read back by the parent after the call: an input
+    the kernel wrote to is seen here, by code the kernel cannot reach, whatever the
+    worker reports.  One arena per worker; it only grows."""
+
+    ALIGN = 64
+
+    def __init__(self):
+        self.fd = os.memfd_create("kcontract-inputs", 0)
+        self.size = 0
+
+    def put(self, arrays: list) -> list:
+        """Write the ndarray arguments into the arena; their descriptors ``(offset, shape,
+        dtype)`` (None for an argument that is not an array)."""
+        descs, end = [], 0
+        for a in arrays:
+            if isinstance(a, np.ndarray) and a.dtype.kind in "biufcV" and not a.dtype.fields:
+                off = -(-end // self.ALIGN) * self.ALIGN
+                descs.append((off, tuple(a.shape), a.dtype))
+                end = off + a.nbytes
+            else:
+                descs.append(None)
+        if end == 0:
+            return descs
+        if end > self.size:
+            self.size = max(end, 2 * self.size)
+            os.ftruncate(self.fd, self.size)
+        with mmap.mmap(self.fd, end) as mm:
+            for a, d in zip(arrays, descs):
+                if d is not None and a.nbytes:
+                    mm[d[0]:d[0] + a.nbytes] = np.ascontiguousarray(a).tobytes()
+        return descs
+
+    def changed(self, arrays: list, descs: list) -> list:
+        """Indices of the arguments whose bytes in the arena differ from ``arrays``."""
+        ends = [d[0] + a.nbytes for a, d in zip(arrays, descs) if d is not None]
+        if not ends or max(ends) == 0:
+            return []
+        out = []
+        with mmap.mmap(self.fd, max(ends), prot=mmap.PROT_READ) as mm:
+            for i, (a, d) in enumerate(zip(arrays, descs)):
+                if d is not None and a.nbytes and \
+                        mm[d[0]:d[0] + a.nbytes] != np.ascontiguousarray(a).tobytes():
+                    out.append(i)
+        return out
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class FrameTimeout(Exception):
+    """The other end did not complete a frame before the deadline."""
+
+
+class FrameTooLarge(Exception):
+    """A frame announced more bytes than the receiver accepts."""
+
+
+def send_frame(sock: socket.socket, data: bytes, deadline: float) -> None:
+    """One frame in :mod:`multiprocessing.connection`'s format (the worker reads it with
+    ``Connection.recv``), written before ``deadline`` or :class:`FrameTimeout`."""
+    n = len(data)
+    header = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!iQ", -1, n)
+    view = memoryview(header + data) if n < (1 << 16) else None
+    for part in ([view] if view is not None else [memoryview(header), memoryview(data)]):
+        while len(part):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FrameTimeout()
+            _, writable, _ = select.select([], [sock], [], min(left, 0.5))
+            if writable:
+                try:
+                    part = part[sock.send(part):]
+                except BlockingIOError:
+                    continue
+
+
+def _read_exact(sock, n: int, deadline: float, alive: Callable[[], bool]) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise FrameTimeout()
+        readable, _, _ = select.select([sock], [], [], min(left, 0.5))
+        if not readable:
+            if not alive():
+                raise EOFError("the worker exited")
+            continue
+        try:
+            k = sock.recv_into(view[got:], n - got)
+        except BlockingIOError:
+            continue
+        if k == 0:
+            raise EOFError("the worker closed the channel")
+        got += k
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket, deadline: float, limit: int,
+               alive: Callable[[], bool] = lambda: True) -> bytes:
+    """One frame, read before ``deadline`` and at most ``limit`` bytes long; the length is
+    checked before a byte of the body is buffered."""
+    (n,) = struct.unpack("!i", _read_exact(sock, 4, deadline, alive))
+    if n == -1:
+        (n,) = struct.unpack("!Q", _read_exact(sock, 8, deadline, alive))
+    if n < 0 or n > limit:
+        raise FrameTooLarge(f"the worker announced a reply of {n} bytes, more than the "
+                            f"{limit} accepted")
+    return _read_exact(sock, n, deadline, alive)
 
 
 @dataclass
@@ -100,6 +243,37 @@ def safe_loads(data: bytes):
     return reply
 
 
+def _installation_roots() -> tuple:
+    import sysconfig
+    roots = {os.path.realpath(v) for k, v in sysconfig.get_paths().items()
+             if k in ("stdlib", "platstdlib", "purelib", "platlib") and v}
+    roots.add(os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    roots.update(os.path.realpath(p) for p in sys.path if p and "site-packages" in p)
+    return tuple(sorted(roots))
+
+
+def module_files(paths, limit: int = 2000) -> list:
+    """``[{path, sha256}]`` for the files among ``paths`` that lie outside the Python
+    installation and kcontract itself (the kernel's own file and the helpers it imports),
+    hashed here, by the checker, from the files themselves."""
+    import hashlib
+    roots = _installation_roots()
+    out = []
+    for p in list(paths or [])[:limit]:
+        if not isinstance(p, str):
+            continue
+        real = os.path.realpath(p)
+        if any(real == r or real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
+            continue
+        try:
+            with open(real, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            continue
+        out.append({"path": real, "sha256": digest})
+    return sorted(out, key=lambda m: m["path"])
+
+
 class KernelLoadError(Exception):
     """The kernel could not be imported (its module raised, or no such function).
     ``spec_error``: the spec names nothing callable (no such file or function), a usage
@@ -116,7 +290,8 @@ class KernelProcess:
 
     def __init__(self, kernel: str, framework: str = "numpy", device: str = "cpu",
                  timeout: float = DEFAULT_TIMEOUT, load_timeout: float = 120.0,
-                 paths: Optional[list] = None):
+                 paths: Optional[list] = None, sandbox: Optional[Sandbox] = None,
+                 decoys: bool = True):
         self.kernel = kernel
         #: extra import roots the worker puts first on sys.path (a test module's root)
         self.paths = list(paths or [])
@@ -125,30 +300,58 @@ class KernelProcess:
         self.timeout = timeout
         self.load_timeout = load_timeout
         self.proc: Optional[subprocess.Popen] = None
-        self.conn: Optional[Connection] = None
         self.info: dict = {}
         self.restarts = 0
         self._log = tempfile.TemporaryFile(mode="w+b")
+        #: where workers run (:mod:`.jail`): bubblewrap, or none where it is missing
+        self.sandbox = sandbox if sandbox is not None else detect()
+        self._scratch = None
+        self.arena: Optional[InputArena] = None
+        self.sock: Optional[socket.socket] = None
+        #: the largest reply accepted (bytes); a larger one is the kernel's fault
+        self.max_reply = MAX_REPLY
+        #: decoy calls (see :meth:`_decoy_calls`); off for trusted kernels (calibration)
+        self.decoys = decoys
+        self._burst: Optional[int] = None
+        self._sibling: Optional["KernelProcess"] = None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> dict:
+        self._open_worker(dict(os.environ))
+        return self._load()
+
+    def _open_worker(self, env: dict) -> None:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
-        env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # no bytecode written (the sandbox is read-only anyway) and none read from a
+        # folder the kernel could have planted one in before the run
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # a hash seed of its own per worker: "deterministic" must hold across processes
+        env["PYTHONHASHSEED"] = str(_RNG.randint(1, 2 ** 32 - 1))
         # glibc fills every block it hands out with junk: a numpy output the kernel
         # allocates but never writes holds garbage, not zeros or an earlier result
         from .worker import MALLOC_PERTURB
         env.setdefault("MALLOC_PERTURB_", MALLOC_PERTURB)
+        # a fresh, empty scratch folder per worker: nothing a kernel leaves there (a
+        # call counter, a cache) reaches the next worker
+        self._drop_scratch()
+        self._scratch = self.sandbox.scratch()
+        self._drop_arena()
+        self.arena = InputArena()
+        argv = self.sandbox.command([sys.executable, "-m", self.worker_module, str(fd),
+                                     str(self.arena.fd)],
+                                    scratch=self._scratch.name, device=self.device,
+                                    hide=hidden_folders() if self.sandbox.isolated else ())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.worker_module, str(fd)],
-            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-            env=env, start_new_session=True)
+            argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            env=env, start_new_session=True, preexec_fn=self.sandbox.preexec(self.device))
         child_sock.close()
-        self.conn = Connection(parent_sock.detach())
-        return self._load()
+        parent_sock.setblocking(False)
+        self.sock = parent_sock
 
     def _load(self) -> dict:
+        self._burst = None  # a fresh worker: its first call gets a burst of decoys
         status, payload = self._request(("load", self.load_payload()), self.load_timeout)
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
@@ -182,20 +385,45 @@ class KernelProcess:
                 "introspection": True}
 
     def close(self) -> None:
-        if self.conn is not None:
+        if self._sibling is not None:
+            self._sibling.close()
+            self._sibling._log.close()
+            self._sibling = None
+        if self.sock is not None:
             try:
-                self.conn.close()
+                self.sock.close()
             except OSError:
                 pass
-            self.conn = None
+            self.sock = None
         if self.proc is not None:
             if self.proc.poll() is None:
+                # the whole session; in the sandbox, killing bubblewrap ends its PID
+                # namespace, so nothing the kernel forked or setsid'd survives
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
+                    pass
+                try:
                     self.proc.kill()
+                except OSError:
+                    pass
             self.proc.wait()
             self.proc = None
+        self._drop_scratch()
+        self._drop_arena()
+
+    def _drop_arena(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+    def _drop_scratch(self) -> None:
+        if self._scratch is not None:
+            try:
+                self._scratch.cleanup()
+            except OSError:
+                pass
+            self._scratch = None
 
     def __enter__(self):
         self.start()
@@ -216,23 +444,27 @@ class KernelProcess:
 
     # -- calls ----------------------------------------------------------------------
     def _request(self, msg, timeout: float):
-        try:
-            self.conn.send(msg)
-        except (OSError, BrokenPipeError) as exc:
-            return "crashed", {"error": f"worker gone before the call ({exc})"}
+        """Send one request and wait for its reply, both bounded: ``timeout`` seconds for
+        the whole exchange and :attr:`max_reply` bytes for the reply.  A half-written
+        frame, a silent worker or an oversized reply is an outcome, never a hang."""
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout", {"error": f"{timeout:g} s"}
-            try:
-                data = self.conn.recv_bytes() if self.conn.poll(min(left, 0.5)) else None
-            except (EOFError, OSError):
-                return "crashed", {"error": self._death()}
-            if data is not None:
-                return safe_loads(data)
-            if self.proc.poll() is not None:
-                return "crashed", {"error": self._death()}
+        try:
+            data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+            send_frame(self.sock, data, deadline)
+        except FrameTimeout:
+            return "timeout", {"error": f"{timeout:g} s (the worker stopped reading)"}
+        except (OSError, AttributeError) as exc:
+            return "crashed", {"error": f"worker gone before the call ({exc})"}
+        try:
+            reply = recv_frame(self.sock, deadline, self.max_reply,
+                               alive=lambda: self.proc is not None and self.proc.poll() is None)
+        except FrameTimeout:
+            return "timeout", {"error": f"{timeout:g} s"}
+        except FrameTooLarge as exc:
+            return "tampered", {"error": str(exc)}
+        except (EOFError, OSError):
+            return "crashed", {"error": self._death()}
+        return safe_loads(reply)
 
     def _death(self) -> str:
         try:
@@ -246,12 +478,83 @@ class KernelProcess:
                 return f"killed by signal {-code}"
         return f"worker exited with status {code}"
 
+    def sibling(self) -> "KernelProcess":
+        """A second worker for the same kernel (its own process, hash seed and scratch),
+        started on first use and closed with this one: for comparisons across processes."""
+        if self._sibling is None:
+            self._sibling = type(self)(self.kernel, framework=self.framework,
+                                       device=self.device, timeout=self.timeout,
+                                       load_timeout=self.load_timeout, paths=self.paths,
+                                       sandbox=self.sandbox, decoys=self.decoys)
+        return self._sibling
+
+    @property
+    def sandbox_name(self) -> str:
+        return self.sandbox.name
+
+    def modules(self) -> list:
+        """The module files the worker has loaded (outside the Python installation),
+        hashed by this process; empty when the worker cannot say."""
+        try:
+            if self.ensure_alive():
+                self.restarts += 1
+        except KernelLoadError:
+            return []
+        status, payload = self._request(("modules", {}), min(self.timeout, 30.0))
+        files = payload.get("files") if status == "ok" else None
+        if status in ("crashed", "timeout", "tampered"):
+            self.close()
+        return module_files(files if isinstance(files, list) else [])
+
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
-        return self.request("call", {"args": list(args), "kwargs": kwargs or {},
-                                     "poison": poison, "poison_bytes": nbytes, "layout": layout},
-                            timeout)
+        if self.decoys:
+            tampered = self._decoy_calls(args, kwargs, layout, timeout)
+            if tampered is not None:
+                return tampered
+        if self.ensure_alive():
+            self.restarts += 1
+        args = list(args)
+        descs = self.arena.put(args)
+        sent = [None if d is not None else a for a, d in zip(args, descs)]
+        res = self.request("call", {"args": sent, "shared": descs, "kwargs": kwargs or {},
+                                    "poison": poison, "poison_bytes": nbytes, "layout": layout},
+                           timeout)
+        if self.arena is not None and not layout:
+            # the parent's own look at the inputs, whatever the worker says about them
+            for i in self.arena.changed(args, descs):
+                flag = f"mutated-input:{i}"
+                if flag not in res.flags:
+                    res.flags.append(flag)
+        return res
+
+    def _decoy_calls(self, args, kwargs, layout, timeout) -> Optional[CallResult]:
+        """Calls whose outputs nobody looks at, on the real call's shapes with its values
+        shuffled: a burst of a secret, random length (:data:`DECOY_BURST`) before the
+        first call of every worker, and now and then one between calls.  A kernel cannot
+        count its way to the calls that matter ("honest for the first N calls", "cheat on
+        call k"); the burst stops early for a slow kernel (:data:`DECOY_SECONDS`).  A decoy
+        in which the kernel tampered with its process is returned: that is the kernel's
+        doing whatever the inputs."""
+        if self.ensure_alive():  # first, so that a fresh worker gets its burst
+            self.restarts += 1
+        if self._burst is None:
+            count = self._burst = _RNG.randint(*DECOY_BURST)
+        elif _RNG.random() < DECOY_RATE:
+            count = 1
+        else:
+            return None
+        t_end = time.monotonic() + DECOY_SECONDS
+        for _ in range(count):
+            fake = [_shuffled(a) for a in args]
+            res = self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
+                                        "layout": layout}, timeout)
+            if any(f.startswith(TAMPERING) for f in res.flags):
+                return res
+            if not res.ok or self.proc is None or time.monotonic() > t_end:
+                break  # a failing decoy: the real call shows the failure itself
+        return None
 
     def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
         """One request to the worker (restarted first if it died), its reply as data."""
@@ -259,7 +562,7 @@ class KernelProcess:
             self.restarts += 1
         res = CallResult.from_reply(*self._request((verb, payload), timeout or self.timeout))
         if res.status in ("crashed", "timeout", "tampered") or any(
-                f.startswith(("state:", "patched:", "introspect:")) for f in res.flags):
+                f.startswith(TAMPERING) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()
         return res
@@ -301,6 +604,12 @@ class InProcessKernel:
 
     def output_tail(self, n: int = 2000) -> str:
         return ""
+
+    sandbox_name = "in-process"
+
+    def modules(self) -> list:
+        from .worker import loaded_files
+        return module_files(loaded_files())
 
     def call(self, args, kwargs=None, *, poison=True, timeout=None, layout=None) -> CallResult:
         try:

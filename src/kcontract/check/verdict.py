@@ -120,6 +120,11 @@ class RunResult:
     seconds: float = 0.0
     #: where the time went: kernel, call (round trips incl. kernel), oracle, total
     timings: dict = field(default_factory=dict)
+    #: the sandbox the kernel ran in: bubblewrap, none, or in-process
+    sandbox: str = "none"
+    #: the files of the modules the kernel's worker loaded from outside the Python
+    #: installation, each with its sha256 as read by the checker: [{path, sha256}]
+    modules: list = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -147,7 +152,9 @@ class RunResult:
             "environment": jsonable(dict(self.environment)),
             "suite_version": self.suite_version, "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
-            "verdict": self.verdict, "results": [r.to_json() for r in self.results],
+            "verdict": self.verdict, "sandbox": self.sandbox,
+            "modules": [dict(m) for m in self.modules],
+            "results": [r.to_json() for r in self.results],
         }
 
 

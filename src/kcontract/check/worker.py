@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import pickle
 import sys
 import time
 import traceback
@@ -220,8 +221,39 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
+def _arena_views(fd: int, descs: list) -> list:
+    """numpy views of the call's inputs in the shared arena (None where not an array)."""
+    ends = [d[0] + int(np.prod(d[1], dtype=np.int64)) * np.dtype(d[2]).itemsize
+            for d in descs if d is not None]
+    if not ends or max(ends) == 0:
+        return [None if d is None else np.empty(d[1], d[2]) for d in descs]
+    import mmap
+    mm = mmap.mmap(fd, max(ends))
+    return [None if d is None else np.ndarray(d[1], dtype=d[2], buffer=mm, offset=d[0])
+            for d in descs]
+
+
+def shared_native(ad, view: np.ndarray, device: str):
+    """The framework's array over the same memory as ``view`` where it can share it (numpy;
+    torch on the CPU), so a write by the kernel lands where the parent looks; a copy on
+    an accelerator."""
+    if ad.name == "numpy":
+        return view
+    if ad.name == "torch" and device in ("cpu", "", None):
+        import torch
+        from ..adapters.torch_adapter import _VIEW
+        name = view.dtype.name
+        if name in _VIEW:
+            tdt, as_int = _VIEW[name]
+            return torch.from_numpy(view.view(as_int)).view(getattr(torch, tdt))
+        return torch.from_numpy(view)
+    return ad.to_native(np.array(view), device)
+
+
 class Worker:
     def __init__(self):
+        self.arena_fd = None
+        self.last_out = None
         self.fn = None
         self.adapter = None
         self.device = "cpu"
@@ -255,7 +287,26 @@ class Worker:
     def _state(self) -> dict:
         st = dict(self.adapter.state())
         st.update(_torch_switches())
+        torch = sys.modules.get("torch")
+        if torch is not None:  # global modes a kernel could leave behind
+            st["torch.grad_enabled"] = bool(torch.is_grad_enabled())
+            get_dev = getattr(torch, "get_default_device", None)
+            if get_dev is not None:
+                st["torch.default_device"] = str(get_dev())
         return st
+
+    def late_writes(self) -> list:
+        """``late-write`` when the previous call's output changed after it was returned
+        (a thread the kernel left behind still writing to it)."""
+        last, self.last_out = self.last_out, None
+        if last is None:
+            return []
+        obj, sent = last
+        try:
+            now, _ = self.adapter.to_numpy(obj)
+        except Exception:
+            return []
+        return [] if _same_bits(np.asarray(now), sent) else ["late-write:previous call"]
 
     def _watch(self, module) -> None:
         files = set()
@@ -272,11 +323,19 @@ class Worker:
         ad = self.adapter
         arrays = payload["args"]
         kwargs = payload.get("kwargs") or {}
-        natives = [ad.to_native(a, self.device) for a in arrays]
+        shared = payload.get("shared")
+        if shared and self.arena_fd is not None:
+            views = _arena_views(self.arena_fd, shared)
+            natives = [shared_native(ad, v, self.device) if v is not None
+                       else ad.to_native(a, self.device) for a, v in zip(arrays, views)]
+            arrays = [np.array(v) if v is not None else a for a, v in zip(arrays, views)]
+        else:
+            natives = [ad.to_native(a, self.device) for a in arrays]
         if payload.get("layout"):
             natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n for n in natives]
-        out, seconds, flags = self.invoke(natives, kwargs, payload)
-        return self.inspect(out, arrays, natives, flags, seconds)
+        flags = self.late_writes()
+        out, seconds, more = self.invoke(natives, kwargs, payload)
+        return self.inspect(out, arrays, natives, flags + more, seconds)
 
     def invoke(self, natives: list, kwargs: dict, payload: dict, fn=None):
         """Call the kernel on fresh native inputs; returns (output, seconds, flags)
@@ -336,6 +395,7 @@ class Worker:
         if not ad.is_array(out):
             return "bad-output", {"type": type(out).__name__, "flags": flags, "seconds": seconds}
         arr, meta = ad.to_numpy(out)
+        self.last_out = (out, arr)
         unit = arr.itemsize if ad.name == "numpy" else 1
         if overlapping(meta.get("shape", arr.shape), meta.get("strides", ()), unit):
             flags.append(f"strides:{tuple(meta.get('strides', ()))}")
@@ -352,10 +412,22 @@ class Worker:
         del junk
 
 
-def serve(fd: int) -> None:
+def loaded_files() -> list:
+    """The source files of every module loaded in this process (the parent decides which
+    of them to list and hashes them itself)."""
+    files = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f:
+            files.add(os.path.abspath(f))
+    return sorted(files)
+
+
+def serve(fd: int, arena_fd: int | None = None) -> None:
     from multiprocessing.connection import Connection
     conn = Connection(fd)
     worker = Worker()
+    worker.arena_fd = arena_fd
     while True:
         try:
             verb, payload = conn.recv()
@@ -368,6 +440,8 @@ def serve(fd: int) -> None:
                 reply = worker.call(payload)
             elif verb == "ping":
                 reply = ("ok", {"pid": os.getpid()})
+            elif verb == "modules":
+                reply = ("ok", {"files": loaded_files(), "flags": worker.late_writes()})
             elif verb == "exit":
                 conn.send(("ok", {}))
                 return
@@ -380,11 +454,13 @@ def serve(fd: int) -> None:
             reply = ("raised", {"type": type(exc).__name__, "message": str(exc)[:2000],
                                 "traceback": tb[-4000:]})
         try:
-            conn.send(reply)
+            # protocol 5 keeps an array's byte order (older protocols hand the parent a
+            # native copy, hiding a '>f4' output)
+            conn.send_bytes(pickle.dumps(reply, protocol=5))
         except Exception as exc:  # unpicklable output etc.
             conn.send(("raised", {"type": "TransportError",
                                   "message": f"could not return the kernel's result: {exc}"}))
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the sandbox
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import report as _report, store as _store  # noqa: F401 - imported before any kernel runs
 from ..claims import parse_declarations
 from ..errors import UsageError
 from ..files import write_json

@@ -87,8 +87,9 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
 
     Exit 0: every candidate conforms. 1: a violation or error. 2: usage error.
     """
-    from ..kernelbench import check_kernelbench
+    from ..kernelbench import check_kernelbench, load_problem
     declared = parse_declarations(declare)
+    problem = load_problem(reference)  # once, before any candidate runs
     console = Console()
     err = Console(stderr=True)
     runs = []
@@ -97,7 +98,7 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
                 else nullcontext():
             run = check_kernelbench(reference, cand, dtype=dtype, device=device,
                                     classes=list(classes) or None, declare=declared, seed=seed,
-                                    timeout=timeout, kernelbench=not skip_kb)
+                                    timeout=timeout, kernelbench=not skip_kb, problem=problem)
         runs.append(run)
         if verbose or len(candidates) == 1:
             print_run(run.run.to_json(), console)

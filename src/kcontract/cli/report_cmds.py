@@ -136,13 +136,18 @@ def history_command(kernel, op, store, changes, limit, as_json):
 @click.option("--framework", default="numpy", show_default=True, help="numpy or torch")
 @click.option("--device", default="cpu", show_default=True, help="torch device string")
 @click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable)")
-@click.option("--seed", default=0, type=int, show_default=True, help="added to every contract's seeds")
+@click.option("--seed", default=None, type=int,
+              help="a public seed added to every contract's seeds (default: a secret one drawn "
+                   "for this run and recorded once it is over; level 3 needs the secret one)")
+@click.option("--allow-unsandboxed", is_flag=True,
+              help="certify level 2 even where bubblewrap is missing (recorded as sandbox: none)")
 @click.option("--timeout", default=60.0, type=float, show_default=True, help="seconds per kernel call")
 @click.option("--out", default="kcontract-certificate.json", show_default=True,
               type=click.Path(dir_okay=False), help="the certificate (JSON)")
 @click.option("--html", type=click.Path(dir_okay=False),
               help="its HTML rendering (default: beside the JSON)")
-def certify_command(kernel, op, dtype, level, framework, device, declare, seed, timeout, out, html):
+def certify_command(kernel, op, dtype, level, framework, device, declare, seed, allow_unsandboxed,
+                    timeout, out, html):
     """Run what conformance level --level needs and write a certificate (JSON + HTML)
     naming the suite version, the environment, the kernel's source hash, the claims
     and every verdict.  Exit 0 when certified at the level, 1 otherwise (the
@@ -150,7 +155,8 @@ def certify_command(kernel, op, dtype, level, framework, device, declare, seed, 
     from ..certify import certify, write_certificate
     declared = parse_declarations(declare)
     cert = certify(kernel, op=op, dtype=dtype, level=level, framework=framework, device=device,
-                   declare=declared, seed=seed, timeout=timeout)
+                   declare=declared, seed=seed, timeout=timeout,
+                   allow_unsandboxed=allow_unsandboxed)
     html = html or os.path.splitext(out)[0] + ".html"
     written = write_certificate(cert, out, html)
     con = _console()
@@ -168,7 +174,10 @@ def certify_command(kernel, op, dtype, level, framework, device, declare, seed, 
              Text(f"not certified at level {level} (achieved: {cert['level_achieved']})",
                   style="bold red"))
     con.print(state)
-    con.print(f"content sha256 {cert['content_hash']}")
+    con.print(f"sandbox: {cert['sandbox']}; seed {cert['seed']} "
+              f"({'secret until now' if cert['secret_seed'] else 'public'})")
+    con.print(f"content sha256 {cert['content_hash']}, signed by key "
+              f"{cert['signature']['public_key'][:16]}…")
     for p in written:
         click.echo(f"wrote {p}", err=True)
     sys.exit(EXIT_OK if cert["certified"] else EXIT_FAIL)
@@ -178,13 +187,18 @@ def certify_command(kernel, op, dtype, level, framework, device, declare, seed, 
 @click.argument("cert", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="also reproduce every verdict on this machine")
 @click.option("--kernel", help="where the kernel is now (path/to/file.py:function), if it moved")
+@click.option("--same-seed", is_flag=True,
+              help="rerun with the certificate's seed (default: a fresh secret seed)")
+@click.option("--trust-key", multiple=True,
+              help="a public key (hex) whose signatures to accept besides this machine's")
 @click.option("--timeout", default=60.0, type=float, show_default=True, help="seconds per kernel call")
-def verify_certificate_command(cert, rerun, kernel, timeout):
+def verify_certificate_command(cert, rerun, kernel, same_seed, trust_key, timeout):
     """Check a certificate: its content hash, the kernel's source hash when the kernel
     file is reachable, and with --rerun its verdicts on this machine.  Exit 0 when it
     holds, 1 when it is rejected."""
     from ..certify import verify_certificate
-    ver = verify_certificate(cert, rerun=rerun, kernel=kernel, timeout=timeout)
+    ver = verify_certificate(cert, rerun=rerun, kernel=kernel, timeout=timeout,
+                             same_seed=same_seed, trust=trust_key)
     con = _console()
     for c in ver.checks:
         mark, style = {True: ("✓", "green"), False: ("✗", "bold red"), None: ("-", "dim")}[c.ok]
