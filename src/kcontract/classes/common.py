@@ -14,6 +14,13 @@ import numpy as np
 
 from ..check.engine import Comparison, Context
 from ..language.registry import protocol
+from ..ops.base import Lacks
+
+
+def lacking(ctx: Context, lack: Lacks):
+    """The explicit ``skipped`` verdict of a protocol whose op lacks a capability it
+    needs: it names the capability (never a silent skip)."""
+    return ctx.skipped(lack.message(ctx.op.name))
 
 
 def compare_cases(ctx: Context, cases: Iterable, *, kwargs: Optional[dict] = None,

@@ -43,14 +43,8 @@ import numpy as np
 from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
 from ..errors import UsageError
-from ..formats import get_format, round_to
 from ..language.registry import detector, protocol
-from ..ops._math import gelu, gelu_tanh, softmax
 from .common import summarize, verdict_from, worst
-
-#: ops whose reference contains GELU, so ``approximation=tanh`` changes their oracle
-APPROX_OPS = ("gelu", "linear_gelu")
-
 
 # -- shared helpers -----------------------------------------------------------------------------
 
@@ -113,19 +107,11 @@ def _digest(out: np.ndarray) -> str:
 # C-CMP-01: fusion equivalence
 # ================================================================================================
 
-def _sigmoid_gelu(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return x / (1.0 + np.exp(-1.702 * x))
-
-
 def declared_reference(ctx: Context, x: dict) -> Optional[np.ndarray]:
-    """The reference under a declared approximation (``approximation=tanh``: the tanh form
-    of GELU, composed after the op's other stages), or None: the op's own oracle."""
-    if ctx.op.name not in APPROX_OPS or ctx.claims.approximation != "tanh":
-        return None
-    if ctx.op.name == "gelu":
-        return gelu_tanh(x["x"])
-    return gelu_tanh(ctx.op.preactivation(x))
+    """The reference under a declared approximation (the op's ``approximations``
+    capability: ``approximation=tanh`` gives the tanh form of GELU, composed after the
+    op's other stages), or None: the op's own oracle."""
+    return ctx.op.approximate(x, ctx.claims.approximation, **ctx.kwargs())
 
 
 @protocol("fusion", params={"kwargs": (dict, {})},
@@ -146,70 +132,16 @@ def fusion(ctx: Context):
             continue
         out = ctx.run(inputs, case)
         comps.append(ctx.evaluate(case, inputs, out, ref, x=x))
-    oracle = ("the tanh form of GELU (declared approximation=tanh)"
-              if ctx.op.name in APPROX_OPS and ctx.claims.approximation == "tanh"
-              else "the unfused float64 composition")
+    approx = ctx.claims.approximation
+    oracle = (f"the {approx} form (declared approximation={approx})"
+              if approx in ctx.op.approximations else "the unfused float64 composition")
     return verdict_from(ctx, comps, t0, skipped=skipped, evidence={"oracle": oracle})
 
 
 def _fusion_candidates(ctx: Context, x: dict) -> list[tuple[str, np.ndarray]]:
-    """Alternative compositions a fused kernel may have computed instead: (label, float64)."""
-    op = ctx.op.name
-    dtype = ctx.dtype.name
-    kw = ctx.kwargs()
-    narrower = [f for f in ("tfloat32", "bfloat16", "float16")
-                if get_format(f).precision < ctx.dtype.precision]
-    declared_tanh = ctx.claims.approximation == "tanh"
-    out: list[tuple[str, np.ndarray]] = []
-    with np.errstate(all="ignore"):
-        if op == "gelu":
-            v = x["x"]
-            if declared_tanh:
-                out.append(("the erf form of GELU (exact), not the declared tanh form", gelu(v)))
-            else:
-                out.append(("the tanh approximation of GELU, 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))",
-                            gelu_tanh(v)))
-            out.append(("the sigmoid approximation of GELU, x*sigmoid(1.702x)", _sigmoid_gelu(v)))
-            for f in narrower:
-                act = gelu_tanh if declared_tanh else gelu
-                out.append((f"GELU evaluated in {f}", round_to(act(round_to(v, f)), dtype)))
-        elif op == "linear_gelu":
-            pre = ctx.op.preactivation(x)
-            if declared_tanh:
-                out.append(("the erf form of GELU (exact), not the declared tanh form", gelu(pre)))
-            else:
-                out.append(("the tanh approximation of GELU after the product", gelu_tanh(pre)))
-            out.append(("the sigmoid approximation of GELU after the product", _sigmoid_gelu(pre)))
-            act = gelu_tanh if declared_tanh else gelu
-            for f in narrower:
-                xr = {"x": round_to(x["x"], f), "w": round_to(x["w"], f), "b": x["b"]}
-                out.append((f"the product computed with x and w rounded to {f}",
-                            act(ctx.op.preactivation(xr))))
-                out.append((f"the pre-activation rounded to {f} before GELU",
-                            act(round_to(pre, f))))
-        elif op == "attention":
-            causal = bool(kw.get("causal", False))
-            from ..ops.attention import causal_mask
-
-            def attend(q, k, v, round_scores=None, round_probs=None):
-                s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
-                if round_scores:
-                    s = round_to(s, round_scores)
-                if causal:
-                    s = np.where(causal_mask(q.shape[-2], k.shape[-2]), s, -np.inf)
-                p = softmax(s)
-                if round_probs:
-                    p = round_to(p, round_probs)
-                return np.matmul(p, v)
-            q, k, v = x["q"], x["k"], x["v"]
-            for f in narrower:
-                out.append((f"q, k, v rounded to {f}",
-                            attend(round_to(q, f), round_to(k, f), round_to(v, f))))
-                out.append((f"probabilities rounded to {f} before the product with v",
-                            attend(q, k, v, round_probs=f)))
-                out.append((f"scores rounded to {f} before the softmax",
-                            attend(q, k, v, round_scores=f)))
-    return out
+    """Alternative compositions a fused kernel may have computed instead (the op's
+    ``fusion_emulations`` capability): (label, float64)."""
+    return ctx.op.fusion_emulations(x, ctx.dtype, ctx.claims.approximation, **ctx.kwargs())
 
 
 def _row_scale_residual(c: Comparison) -> Optional[float]:
@@ -263,7 +195,7 @@ def fusion_divergence(ctx: Context, evidence) -> dict:
             scores.setdefault(label, [0.0, 0.0])
             scores[label][0] += float(np.sum(d[ok] ** 2))
             scores[label][1] += float(np.sum(e[ok] ** 2))
-        rs = _row_scale_residual(c) if ctx.op.name in ("attention", "softmax") else None
+        rs = _row_scale_residual(c) if ctx.op.normalised_rows else None
         if rs is not None:
             row_scale = rs if row_scale is None else max(row_scale, rs)
     residuals = {k: math.sqrt(v[0] / v[1]) for k, v in scores.items() if v[1] > 0}

@@ -2,8 +2,8 @@
 
 Protocols
     ``reorder``  (C-ORD-01) the kernel on its inputs and on copies whose reduction
-                 index is permuted (x's last axis for sum; a's columns together with
-                 b's rows for matmul): the exact result is unchanged, only the order the
+                 index is permuted (the input axes the op's ``reorder`` capability
+                 names, permuted together): the exact result is unchanged, only the order the
                  kernel meets the terms in differs.  Every schedule is compared with the
                  oracle, and binds ``reorder_spread`` -- the elementwise distance between
                  the extreme schedules -- which two correct schedules keep within twice
@@ -35,25 +35,12 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
-from ..errors import UsageError
 from ..formats import ulp
 from ..language.registry import detector, protocol
 from ..ops import upcast
-from .common import verdict_from
+from .common import lacking, verdict_from
 
 # -- helpers ----------------------------------------------------------------------------------
-
-#: per op: the input axes that carry the reduction index, and the output axis that
-#: carries it too (None: the output does not depend on the index's order at all)
-REORDER_AXES: dict[str, tuple[dict, Optional[int]]] = {
-    "sum": ({"x": -1}, None),
-    "matmul": ({"a": -1, "b": -2}, None),
-    "linear_gelu": ({"x": -1, "w": -2}, None),
-    "attention": ({"k": -2, "v": -2}, None),
-    "softmax": ({"x": -1}, -1),
-    "layernorm": ({"x": -1, "weight": -1, "bias": -1}, -1),
-}
-
 
 def _f64(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
@@ -160,13 +147,6 @@ def _group_key(case) -> tuple:
 
 # -- C-ORD-01: reduction order ----------------------------------------------------------------
 
-def _reorder_axes(ctx: Context) -> tuple[dict, Optional[int]]:
-    if ctx.op.name not in REORDER_AXES:
-        raise UsageError(f"protocol reorder does not know the reduction index of op "
-                         f"{ctx.op.name!r}; it supports {', '.join(REORDER_AXES)}")
-    return REORDER_AXES[ctx.op.name]
-
-
 def schedules(n: int, count: int, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     """``count`` orders of a reduction index of length n: as given, reversed, then
     random permutations (seeded)."""
@@ -183,10 +163,10 @@ def schedules(n: int, count: int, rng: np.random.Generator) -> list[tuple[str, n
                       "oracle, and reorder_spread: max - min over the orders, elementwise")
 def reorder(ctx: Context):
     t0 = time.perf_counter()
-    axes, out_axis = _reorder_axes(ctx)
-    if ctx.op.name == "attention" and ctx.kwargs().get("causal"):
-        return ctx.skipped("permuting the keys of causal attention changes the result: "
-                           "reorder applies to causal=False only")
+    spec = ctx.op.reorder(ctx.kwargs())
+    if not spec:
+        return lacking(ctx, spec)
+    axes, out_axis = dict(spec.inputs), spec.output_axis
     comps: list[Comparison] = []
     groups: list[dict] = []
     skipped = 0
@@ -451,6 +431,9 @@ def arrangements(probe: list, others: list, size: int, rng: np.random.Generator,
                       "compositions; alone (and ref): the probe rows computed one by one")
 def batch(ctx: Context):
     t0 = time.perf_counter()
+    rows_cap = ctx.op.batch_rows()
+    if not rows_cap:
+        return lacking(ctx, rows_cap)
     sizes = sorted({int(b) for b in ctx.param("batch_sizes") or [] if int(b) >= 1})
     comps: list[Comparison] = []
     skipped = 0

@@ -29,13 +29,19 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..errors import UsageError
 from ..formats import get_format, is_subnormal
 from ..language.registry import detector, protocol
 from ..ops import FAMILY_DESCRIPTIONS
 from ..ops.families import get_family
-from .common import compare_cases, verdict_from
+from ..ops.base import Lacks
+from .common import compare_cases, lacking, verdict_from
 from .fingerprint import (fingerprint_attention, fingerprint_matmul, fingerprint_sum,
-                          identify_rounding, nearest_accumulator, rounded, short)
+                          identify_rounding, nearest_accumulator, short)
+
+#: the fingerprint probes by the computation they probe (an op's ``fingerprint.kind``)
+FINGERPRINT_PROBES = {"inner_product": fingerprint_matmul, "row_sum": fingerprint_sum,
+                      "attention_pv": fingerprint_attention}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -100,23 +106,10 @@ def dec_bits_declared(ctx: Context) -> int:
     return int(ctx.claims.accumulate.precision)
 
 
-def _attention_emulation(x: dict, fmt: str, round_p: bool, causal: bool) -> np.ndarray:
-    from ..ops._math import softmax
-    from ..ops.attention import causal_mask
-    q, k, v = (rounded(x[n], fmt) for n in ("q", "k", "v"))
-    with np.errstate(all="ignore"):
-        s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
-        if causal:
-            s = np.where(causal_mask(q.shape[-2], k.shape[-2]), s, -np.inf)
-        p = softmax(s)
-        if round_p:
-            p = rounded(p, fmt)
-        return np.matmul(p, v)
-
-
 def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
-    """Which narrower operand format's emulation explains the kernel's error:
-    the residual |out - emulation| as a share of |out - oracle|."""
+    """Which narrower operand format's emulation explains the kernel's error (the op's
+    ``emulations`` capability): the residual |out - emulation| as a share of
+    |out - oracle|."""
     dtype = ctx.dtype.name
     cands = [f for f in ("tfloat32", "float16", "bfloat16") if _narrower(f, dtype)]
     if not cands or not comps:
@@ -131,17 +124,8 @@ def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
         if base == 0.0:
             continue
         for f in cands:
-            variants = [("operands", False)]
-            if ctx.op.name == "attention":
-                variants.append(("operands and probabilities", True))
-            for label, rp in variants:
+            for label, emul in ctx.op.emulations(x, f, **kw):
                 with np.errstate(all="ignore"):
-                    if ctx.op.name == "attention":
-                        emul = _attention_emulation(x, f, rp, bool(kw.get("causal", False)))
-                    else:
-                        xr = {k: (rounded(v, f) if np.asarray(v).dtype.kind == "f" else v)
-                              for k, v in x.items()}
-                        emul = ctx.op.oracle(xr, **kw)
                     d = c.out - emul
                 ok = fin & np.isfinite(d)
                 if not ok.any():
@@ -152,19 +136,34 @@ def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
     return best
 
 
+def _fingerprint(ctx: Context, dtype: str):
+    """The op's fingerprint probe (its ``fingerprint`` capability) run on the kernel, or
+    None when the op declares none."""
+    probe = ctx.op.fingerprint
+    if probe is None:
+        return None
+    fn = FINGERPRINT_PROBES.get(probe.kind)
+    if fn is None:
+        raise UsageError(f"op {ctx.op.name!r} names the fingerprint probe {probe.kind!r}; "
+                         f"known: {', '.join(FINGERPRINT_PROBES)}")
+    call = _caller(ctx)
+    if probe.adapt is not None:
+        call = probe.adapt(call)
+    return fn(call, dtype, **dict(probe.options))
+
+
 # -- precision fingerprint (C-PRC-01 / C-PRC-04) ---------------------------------------------
 
 @detector("precision_fingerprint",
           "the recipe the kernel ran: operand format x accumulator format, effective "
-          "accumulator bits (order-independent probes for matmul, sum, linear_gelu and "
-          "attention's p @ v; an operand-rounding emulation and the error-equivalent bits "
-          "otherwise)")
+          "accumulator bits (the op's order-independent fingerprint probe where it declares "
+          "one: inner products, row sums, the probabilities' product with v; the op's "
+          "narrowed-operand emulations and the error-equivalent bits otherwise)")
 def precision_fingerprint(ctx: Context, evidence) -> dict:
     comps = _comparisons(evidence)
     cls = ctx.contract.cls
     dtype = ctx.dtype.name
     declared = ctx.claims.accumulate.name
-    op = ctx.op.name
     out: dict = {"declared_accumulator": declared, "declared_operands": dtype}
     req = _required_precision(ctx, [c for c in comps if not c.passed])
     if req is not None:
@@ -174,25 +173,18 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
     fp = None
     if gross >= 0.5:
         pass  # wrong results, not rounding: no recipe to fingerprint
-    elif op == "matmul":
-        fp = fingerprint_matmul(_caller(ctx), dtype)
-    elif op == "sum":
-        fp = fingerprint_sum(_caller(ctx), dtype)
-    elif op == "linear_gelu":
-        call = _caller(ctx)
-        fp = fingerprint_matmul(
-            lambda a, b: call(a, b, np.zeros(b.shape[-1], dtype=b.dtype)), dtype,
-            positive=True, growth=())
-    elif op == "attention":
-        fp = fingerprint_attention(_caller(ctx), dtype)
+    else:
+        fp = _fingerprint(ctx, dtype)
     if fp is not None:
         if fp.accumulator_bits is None and req is not None and fp.confidence >= 0.9:
             fp.accumulator_bits = req if req < ctx.claims.accumulate.precision else None
         out.update(fp.as_dict())
         operand, acc, bits = fp.operand_format, fp.accumulator_format, fp.accumulator_bits
-        if (op == "attention" and gross < 0.5 and not (operand and _narrower(operand, dtype))
+        if (not ctx.op.fingerprint.covers_operands and gross < 0.5
+                and not (operand and _narrower(operand, dtype))
                 and (cls == "C-PRC-04" or fp.confidence < 0.9)):
-            # the p @ v probe cannot see q and k: an emulation can
+            # the probe cannot see every operand (attention's p @ v: not q and k): an
+            # emulation can
             sub = _substitution(ctx, [c for c in comps if not c.passed])
             if sub is not None:
                 out["substitution"] = {k: (round(v, 3) if isinstance(v, float) else v)
@@ -276,13 +268,14 @@ def _describe_family(name: str) -> str:
     return f"'{name}' ({d})" if d else f"'{name}'"
 
 
-def _kappa_exponent(ctx: Context, comps: list[Comparison]) -> Optional[float]:
-    """log(error / (u mag)) / log(kappa) on the failing layernorm cases: about 1 for a
-    stable formulation (centring error ~ kappa u), about 2 for E[x^2]-E[x]^2."""
+def _conditioning_exponent(ctx: Context, comps: list[Comparison], name: str) -> Optional[float]:
+    """log(error / (u mag)) / log(kappa) on the failing cases, kappa the op's condition
+    number quantity ``name``: about 1 for a stable formulation (layernorm's centring error
+    ~ kappa u), about 2 for E[x^2]-E[x]^2."""
     u = ctx.claims.accumulate.u
     vals = []
     for c in comps:
-        k = c.env.get("kappa")
+        k = c.env.get(name)
         mag = c.env.get("mag")
         if k is None or mag is None:
             continue
@@ -308,32 +301,14 @@ def unstable_formulation(ctx: Context, evidence) -> dict:
     nonfinite = 0
     for c in bad:
         nonfinite += int(np.count_nonzero(~np.isfinite(c.out) & np.isfinite(c.ref)))
-    op = ctx.op.name
-    stress = [f for f in failing if f in ("offset", "large", "logits")]
-    suspected = ""
     extra: dict = {}
-    if op in ("softmax", "attention"):
-        where = "softmax inside attention" if op == "attention" else "softmax"
-        if nonfinite:
-            suspected = (f"exp without max subtraction in {where}: exp overflowed "
-                         f"({nonfinite} outputs NaN/Inf where the oracle is finite)")
-        elif stress:
-            suspected = (f"exp without (exact) max subtraction in {where}: large exp "
-                         "arguments lose precision")
-    elif op == "layernorm":
-        if "offset" in failing:
-            expo = _kappa_exponent(ctx, [c for c in bad if c.case.family == "offset"])
-            if expo is not None:
-                extra["kappa_exponent"] = round(expo, 2)
-            if nonfinite:
-                suspected = ("variance as E[x²]−E[x]²: cancellation made the variance "
-                             f"negative or zero ({nonfinite} outputs NaN/Inf)")
-            else:
-                suspected = "variance as E[x²]−E[x]² (one pass: catastrophic cancellation)"
-                if expo is not None:
-                    suspected += f"; error grows like kappa^{expo:.1f} (stable: kappa^1)"
-        elif "large" in failing:
-            suspected = "squares overflow: x² summed without rescaling"
+    expo = None
+    cq = ctx.op.conditioning_quantity
+    if cq and "offset" in failing:
+        expo = _conditioning_exponent(ctx, [c for c in bad if c.case.family == "offset"], cq)
+        if expo is not None:
+            extra[f"{cq}_exponent"] = round(expo, 2)
+    suspected = ctx.op.unstable_formulation(failing, nonfinite, expo) or ""
     if not suspected:
         suspected = ("inaccurate on every family: not a stability signature"
                      if not passing else "a formulation that is unstable on "
@@ -355,67 +330,19 @@ def unstable_formulation(ctx: Context, evidence) -> dict:
 
 # -- C-PRC-03: subnormals ----------------------------------------------------------------------
 
-def _signs(rng, shape):
-    return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
-
-
 def _store(values, storage):
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         return np.asarray(values, dtype=np.float64).astype(storage)
 
 
-def subnormal_inputs(op, shape: dict, fmt, kind: str, rng) -> Optional[dict]:
-    """Crafted inputs for the subnormal probes (None: the probe says nothing for this op/format).
+def _signs(rng, shape):
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
 
-    ``kind == "inputs"``: subnormal inputs, whose results are normal numbers where the
-    op allows it (a flush of the inputs then shows as a zero where a normal number
-    belongs).  ``kind == "outputs"``: normal inputs whose exact results are subnormal."""
-    fmt = get_format(fmt)
-    tiny = fmt.tiny
-    sub = get_family("subnormal")
-    name = op.name
-    shapes = op.input_shapes(shape)
-    if name == "matmul":
-        sa, sb = shapes["a"], shapes["b"]
-        if kind == "inputs":
-            a = sub(sa, rng, fmt)
-            b = rng.uniform(1.0, 2.0, sb) * _signs(rng, sb) * 2.0 ** (fmt.precision - 1)
-        else:
-            a = rng.uniform(1.0, 2.0, sa) * _signs(rng, sa) * tiny * 2.0 ** 4
-            b = rng.uniform(1.0, 2.0, sb) * _signs(rng, sb) * 2.0 ** -9
-        return {"a": _store(a, fmt.dtype), "b": _store(b, fmt.dtype)}
-    if name == "sum":
-        s = shapes["x"]
-        if kind == "inputs":
-            row_sign = _signs(rng, (s[0], 1))
-            x = rng.uniform(0.125, 1.0, s) * tiny * row_sign
-        else:
-            n = s[1] - s[1] % 2
-            if n < 2:
-                return None
-            q = fmt.smallest_subnormal
-            t = np.round(rng.uniform(1.5, 2.0, (s[0], n // 2)) * tiny / q) * q
-            dmax = max(1, int(tiny / q / n))
-            d = rng.integers(1, dmax + 1, (s[0], n // 2)) * q
-            sign = _signs(rng, (s[0], n // 2))
-            pairs = np.stack([t * sign, -(t - d) * sign], axis=-1).reshape(s[0], n)
-            x = np.zeros(s)
-            for r in range(s[0]):
-                x[r, :n] = pairs[r, rng.permutation(n)]
-        return {"x": _store(x, fmt.dtype)}
-    if name == "gelu":
-        s = shapes["x"]
-        x = sub(s, rng, fmt) if kind == "inputs" else \
-            rng.uniform(1.0, 1.99, s) * tiny * _signs(rng, s)
-        return {"x": _store(x, fmt.dtype)}
-    if name == "cast":
-        s = shapes["x"]
-        f32 = get_format("float32")
-        if kind == "inputs" and fmt.emin != f32.emin:
-            return None  # float32 subnormals round to zero in this format anyway
-        x = sub(s, rng, fmt)
-        return {"x": _store(x, np.float32)}
-    return None
+
+def subnormal_inputs(op, shape: dict, fmt, kind: str, rng):
+    """The op's crafted subnormal probe (its ``subnormal_inputs`` capability): a dict of
+    inputs, None when this probe says nothing at this format, or :class:`Lacks`."""
+    return op.subnormal_inputs(shape, get_format(fmt), kind, rng)
 
 
 @protocol("subnormal_probe",
@@ -430,6 +357,8 @@ def subnormal_probe(ctx: Context):
             for trial in range(ctx.protocol.trials):
                 rng = ctx.rng(ctx.op.describe_shape(shape), "subnormal", kind, trial)
                 inputs = subnormal_inputs(ctx.op, shape, ctx.dtype, kind, rng)
+                if isinstance(inputs, Lacks):
+                    return lacking(ctx, inputs)
                 if inputs is None:
                     continue
                 case = ctx.case(shape, f"subnormal-{kind}", trial)
@@ -545,6 +474,8 @@ def conversion_inputs(shape: dict, fmt, kind: str, rng) -> dict:
                       "the target format (cast)")
 def conversion_probe(ctx: Context):
     t0 = time.perf_counter()
+    if not ctx.op.conversion:
+        return lacking(ctx, Lacks("conversion", "the op is not a format conversion"))
     cases = list(ctx.iter_cases())
     for shape in ctx.shapes():
         for kind in ctx.param("probes"):
