@@ -37,6 +37,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..check.verdict import Diagnosis
 from ..language.registry import detector, protocol
 from ..ops import upcast
 from ..ops.base import Lacks
@@ -153,7 +154,7 @@ def _placed_text(placed, limit: int = 3) -> str:
     return ", ".join(parts) + more
 
 
-@protocol("exceptional",
+@protocol("exceptional", oracles=("policy",),
           params={"count": (int, 2), "overflow": (bool, True), "kwargs": (dict, {})},
           provides=("alt", "has_alt"),
           description="NaN/+Inf/-Inf injected at chosen positions, mixed rows, overflow-"
@@ -199,8 +200,9 @@ def exceptional(ctx: Context):
         return ctx.passed(f"{len(records)} cases conform (nan={policy}, "
                           f"overflow={ctx.claims.overflow})", details=details,
                           seconds=time.perf_counter() - t0)
-    sig = ctx.run_detector({"records": records, "comparisons": comps, "policy": policy})
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
+    diag = ctx.run_detector({"records": records, "comparisons": comps, "policy": policy})
+    sig = dict(diag.quantities)
+    headline = diag.summary or ctx.contract.signature.summary
     nbad = len(findings) + len(failing)
     message = f"{headline} ({nbad} of {len(records)} cases fail)"
     if failing:
@@ -279,7 +281,7 @@ _CATEGORY_TEXT = {
 @detector("exceptional_values",
           "where NaN/Inf were swallowed, misclassified or created, with the input position "
           "that carried them; the overflow behaviour observed against the declared one")
-def exceptional_values(ctx: Context, evidence) -> dict:
+def exceptional_values(ctx: Context, evidence) -> Diagnosis:
     records = list(evidence.get("records") or [])
     policy = evidence.get("policy", ctx.claims.nan)
     fmt = ctx.op.output_format(ctx.dtype)
@@ -385,8 +387,8 @@ def exceptional_values(ctx: Context, evidence) -> dict:
     sig["kind"] = kind
     if first_idx is not None:
         sig["index"] = list(first_idx)
-    sig["summary"] = "; ".join(phrases) if phrases else ctx.contract.signature.summary
-    return sig
+    return Diagnosis(summary="; ".join(phrases) if phrases else ctx.contract.signature.summary,
+                     quantities=sig)
 
 
 # -- C-EXC-02: out-of-range indices -----------------------------------------------------------
@@ -448,7 +450,7 @@ def oob_conforms(declared: str, labels: set) -> bool:
     return declared in labels
 
 
-@protocol("oob", params={"positions": (int, 2)}, provides=("free",),
+@protocol("oob", oracles=("policy",), params={"positions": (int, 2)}, provides=("free",),
           description="embedding calls with out-of-range indices (-1, -V, -V-1, -2**31; V, "
                       "V+1, 2**31-1), one value per call mixed with in-range indices, and an "
                       "in-range control call; each call's behaviour (raise, clamp, zero, wrap, "
@@ -517,9 +519,10 @@ def oob(ctx: Context):
     if not failing and not control_bad:
         return ctx.passed(f"oob={policy}: all {len(observations)} out-of-range calls conform",
                           details=details, seconds=time.perf_counter() - t0)
-    sig = ctx.run_detector({"observations": observations, "V": V, "policy": policy,
+    diag = ctx.run_detector({"observations": observations, "V": V, "policy": policy,
                             "control": comps[0]})
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
+    sig = dict(diag.quantities)
+    headline = diag.summary or ctx.contract.signature.summary
     bad_cmp = next((o["cmp"] for o in failing if o["cmp"] is not None and not o["cmp"].passed),
                    comps[0] if control_bad else None)
     case = failing[0]["case"] if failing else case0
@@ -530,7 +533,7 @@ def oob(ctx: Context):
 @detector("oob_behaviour",
           "the behaviour observed for indices below 0 and at or above V against the declared "
           "policy, per index")
-def oob_behaviour(ctx: Context, evidence) -> dict:
+def oob_behaviour(ctx: Context, evidence) -> Diagnosis:
     obs = list(evidence.get("observations") or [])
     V = int(evidence.get("V", 0))
     policy = evidence.get("policy", ctx.claims.oob)
@@ -548,5 +551,6 @@ def oob_behaviour(ctx: Context, evidence) -> dict:
     summary = f"declared {policy}, observed " + "; ".join(parts)
     if control is not None and not control.passed:
         summary += "; in-range indices give wrong rows"
-    return {"declared": policy, "below": sides[BELOW], "above": sides[ABOVE],
-            "per_index": per_index, "V": V, "summary": summary}
+    return Diagnosis(summary=summary, quantities={
+        "declared": policy, "below": sides[BELOW], "above": sides[ABOVE],
+        "per_index": per_index, "V": V})

@@ -35,6 +35,7 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..check.verdict import Diagnosis
 from ..formats import ulp
 from ..language.registry import detector, protocol
 from ..ops import upcast
@@ -156,7 +157,7 @@ def schedules(n: int, count: int, rng: np.random.Generator) -> list[tuple[str, n
     return out[:max(2, count)] if n > 1 else out[:1]
 
 
-@protocol("reorder", params={"orders": (int, 4), "kwargs": (dict, {})},
+@protocol("reorder", oracles=("fp64",), params={"orders": (int, 4), "kwargs": (dict, {})},
           provides=("reorder_spread",),
           description="the kernel on its inputs and on copies whose reduction index is "
                       "permuted (the exact result is unchanged); each order against the "
@@ -212,7 +213,7 @@ def _ratio(num: np.ndarray, den) -> tuple[float, Optional[tuple]]:
 
 @detector("reorder_spread", "spread across reduction orders and distance from the oracle, "
                             "each against the order-independent bound")
-def reorder_spread(ctx: Context, evidence) -> dict:
+def reorder_spread(ctx: Context, evidence) -> Diagnosis:
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     best = {"spread_ratio": 0.0, "error_ratio": 0.0}
     where = {}
@@ -256,8 +257,7 @@ def reorder_spread(ctx: Context, evidence) -> dict:
     else:
         s = "within the order-independent bound"
         sig["finding"] = "none"
-    sig["summary"] = s
-    return sig
+    return Diagnosis(summary=s, quantities=sig)
 
 
 def _round(v: float) -> float:
@@ -266,7 +266,7 @@ def _round(v: float) -> float:
 
 # -- C-ORD-02: run-to-run determinism ---------------------------------------------------------
 
-@protocol("repeat", params={"runs": (int, 4), "kwargs": (dict, {})},
+@protocol("repeat", oracles=("self",), params={"runs": (int, 4), "kwargs": (dict, {})},
           provides=("first",),
           description="the same inputs (fresh copies) run several times in a row; first "
                       "(and ref): the first run's output")
@@ -329,7 +329,7 @@ def rounding_scale(ctx: Context, cmp: Comparison) -> np.ndarray:
 @detector("run_to_run", "elements that differ between repeated runs, their pattern (rows, "
                         "columns, scattered) and their distance (ulp, and against the rounding "
                         "a correct evaluation is allowed)")
-def run_to_run(ctx: Context, evidence) -> dict:
+def run_to_run(ctx: Context, evidence) -> Diagnosis:
     groups = list(evidence.get("groups") or [])
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     worst: Optional[dict] = None
@@ -360,7 +360,7 @@ def run_to_run(ctx: Context, evidence) -> dict:
         if worst is None or len(p["runs_differing"]) and p["differing"] > worst["differing"]:
             worst = p
     if worst is None or not worst["runs_differing"]:
-        return {"pattern": "none", "summary": "every run gave the same bits"}
+        return Diagnosis(summary="every run gave the same bits", quantities={"pattern": "none"})
     mu, ratio = worst["max_ulp"], worst["rounding_ratio"]
     if ratio <= 2:
         depth = "rounding"
@@ -380,9 +380,9 @@ def run_to_run(ctx: Context, evidence) -> dict:
     sig["rounding_ratio"] = _round(ratio)
     sig["depth"] = depth
     where = f"run {worst['run']} against run 1: " if "run" in worst else ""
-    sig["summary"] = (f"{worst['distinct_results']} distinct results in {worst['runs']} runs "
-                      f"of identical inputs; {where}{_pattern_words(worst)}; they differ {how}")
-    return sig
+    summary = (f"{worst['distinct_results']} distinct results in {worst['runs']} runs "
+               f"of identical inputs; {where}{_pattern_words(worst)}; they differ {how}")
+    return Diagnosis(summary=summary, quantities=sig)
 
 
 # -- C-ORD-03: batch and partition invariance -----------------------------------------------
@@ -424,8 +424,9 @@ def arrangements(probe: list, others: list, size: int, rng: np.random.Generator,
     return out
 
 
-@protocol("batch", params={"batch_sizes": (list, [1, 3, 16, 64]), "probes": (int, 8),
-                           "kwargs": (dict, {})},
+@protocol("batch", oracles=("self",),
+          params={"batch_sizes": (list, [1, 3, 16, 64]), "probes": (int, 8),
+                  "kwargs": (dict, {})},
           provides=("alone",),
           description="probe rows computed alone, then inside batches of other sizes and "
                       "compositions; alone (and ref): the probe rows computed one by one")
@@ -494,7 +495,7 @@ def batch(ctx: Context):
 
 @detector("batch_dependence", "rows whose bits change with the batch: which rows, in "
                               "batches of which sizes, and whether the composition matters")
-def batch_dependence(ctx: Context, evidence) -> dict:
+def batch_dependence(ctx: Context, evidence) -> Diagnosis:
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     axis = int(evidence.get("row_axis", 0))
     probes = evidence.get("probes") or {}
@@ -528,8 +529,7 @@ def batch_dependence(ctx: Context, evidence) -> dict:
     if evidence.get("dropped"):
         sig["sizes_not_run"] = list(evidence["dropped"])
     if not differ:
-        sig["summary"] = "every probe row keeps its bits in every batch"
-        return sig
+        return Diagnosis(summary="every probe row keeps its bits in every batch", quantities=sig)
     s = (f"row bits depend on the batch: {len(rows)} of {probed} probe rows differ from "
          f"their alone result in batches of {_join(differ)}")
     if agree:
@@ -542,8 +542,7 @@ def batch_dependence(ctx: Context, evidence) -> dict:
         s += (f"; {len(unstable)} probe rows also change between two runs alone: the kernel is "
               f"not run-to-run deterministic either (C-ORD-02), so part of this is not the "
               f"batch")
-    sig["summary"] = s
-    return sig
+    return Diagnosis(summary=s, quantities=sig)
 
 
 def _case_text(case) -> str:

@@ -29,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..check.verdict import Diagnosis
 from ..errors import UsageError
 from ..formats import get_format, is_subnormal
 from ..language.registry import detector, protocol
@@ -159,7 +160,7 @@ def _fingerprint(ctx: Context, dtype: str):
           "accumulator bits (the op's order-independent fingerprint probe where it declares "
           "one: inner products, row sums, the probabilities' product with v; the op's "
           "narrowed-operand emulations and the error-equivalent bits otherwise)")
-def precision_fingerprint(ctx: Context, evidence) -> dict:
+def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     cls = ctx.contract.cls
     dtype = ctx.dtype.name
@@ -217,6 +218,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
         out.update({"operand_format": operand, "accumulator_format": acc,
                     "accumulator_bits": bits})
     recipe = out.get("recipe", "")
+    refined = None
     dec_bits = ctx.claims.accumulate.precision
     narrow_acc = acc is not None and _narrower(acc, declared)
     narrow_op = operand is not None and _narrower(operand, dtype)
@@ -240,7 +242,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
                    f"{recipe}: an undeclared operand substitution (C-PRC-04) costs the "
                    f"precision")
         if cls == "C-PRC-01":
-            out["refined_code"] = "operand-substitution"
+            refined = "operand-substitution"
     elif fp is None and req is not None and req < dec_bits - 2:
         summary = (f"the error corresponds to a ~{req:g}-bit accumulator, narrower than "
                    f"the declared {short(declared)} ({dec_bits} bits): partial results are "
@@ -248,8 +250,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
     else:
         summary = (f"error above the {short(declared)}-accumulation bound; "
                    f"fingerprint: {recipe or 'not identified'}")
-    out["summary"] = summary
-    return out
+    return Diagnosis(summary=summary, quantities=out, code=refined)
 
 
 # -- C-PRC-02: unstable formulations ---------------------------------------------------------
@@ -292,7 +293,7 @@ def _conditioning_exponent(ctx: Context, comps: list[Comparison], name: str) -> 
 
 @detector("unstable_formulation",
           "per input family pass rate and the unstable formulation that fails that way")
-def unstable_formulation(ctx: Context, evidence) -> dict:
+def unstable_formulation(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     fams = _family_table(comps)
     failing = [f for f, (p, t) in fams.items() if p < t]
@@ -322,10 +323,9 @@ def unstable_formulation(ctx: Context, evidence) -> dict:
         summary += f" while {pass_txt} pass{'es' if len(passing) == 1 else ''}"
     summary += f"; suspected: {suspected}"
     out = {"family_pass_rate": rate, "failing_families": failing, "passing_families": passing,
-           "suspected_formulation": suspected, "nonfinite_outputs": nonfinite,
-           "summary": summary}
+           "suspected_formulation": suspected, "nonfinite_outputs": nonfinite}
     out.update(extra)
-    return out
+    return Diagnosis(summary=summary, quantities=out)
 
 
 # -- C-PRC-03: subnormals ----------------------------------------------------------------------
@@ -345,7 +345,7 @@ def subnormal_inputs(op, shape: dict, fmt, kind: str, rng):
     return op.subnormal_inputs(shape, get_format(fmt), kind, rng)
 
 
-@protocol("subnormal_probe",
+@protocol("subnormal_probe", oracles=("fp64",),
           params={"probes": ((list, tuple), ("inputs", "outputs")), "kwargs": (dict, {})},
           description="crafted subnormal inputs (results normal where possible) and normal "
                       "inputs with subnormal results, per op")
@@ -373,7 +373,7 @@ def subnormal_probe(ctx: Context):
 @detector("subnormal_flush",
           "where subnormals were flushed to zero: the inputs (DAZ) or the outputs (FTZ), "
           "with counts")
-def subnormal_flush(ctx: Context, evidence) -> dict:
+def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     out_fmt = ctx.op.output_format(ctx.dtype)
     kw = ctx.kwargs()
@@ -432,10 +432,10 @@ def subnormal_flush(ctx: Context, evidence) -> dict:
     where = ("inputs and outputs" if inputs_flushed and outputs_flushed else
              "inputs" if inputs_flushed else "outputs" if outputs_flushed else
              "inputs or outputs" if inputs_unclear else "none")
-    return {"flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
-            "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
-            "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite,
-            "summary": "; ".join(parts)}
+    return Diagnosis(summary="; ".join(parts), quantities={
+        "flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
+        "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
+        "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite})
 
 
 # -- C-PRC-04 cast: rounding mode ---------------------------------------------------------------
@@ -468,7 +468,7 @@ def conversion_inputs(shape: dict, fmt, kind: str, rng) -> dict:
     return {"x": _store((x * sign).reshape(R, N), np.float32)}
 
 
-@protocol("conversion_probe",
+@protocol("conversion_probe", oracles=("fp64",),
           params={"probes": ((list, tuple), ("ties", "overflow-edge")), "kwargs": (dict, {})},
           description="the families, plus exact ties and values at the overflow threshold of "
                       "the target format (cast)")
@@ -490,7 +490,7 @@ def conversion_probe(ctx: Context):
 @detector("rounding_mode",
           "the rounding mode the conversion matches: nearest-even, nearest-away, toward zero, "
           "toward +inf, toward -inf")
-def rounding_mode(ctx: Context, evidence) -> dict:
+def rounding_mode(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     fmt = ctx.op.output_format(ctx.dtype)
     xs, outs = [], []
@@ -502,7 +502,7 @@ def rounding_mode(ctx: Context, evidence) -> dict:
         xs.append(np.asarray(x)[fin])
         outs.append(c.out[fin])
     if not xs:
-        return {"summary": "no conversion inputs to compare"}
+        return Diagnosis(summary="no conversion inputs to compare")
     info = identify_rounding(np.concatenate(xs), np.concatenate(outs), fmt)
     m = info["rounding_mode"]
     share = info["rounding_matches"][m]
@@ -516,8 +516,7 @@ def rounding_mode(ctx: Context, evidence) -> dict:
     else:
         summary = (f"no IEEE rounding mode explains the conversion (closest: "
                    f"{info['rounding_mode_name']}, {share:.0%}; nearest-even {rne:.0%})")
-    info["summary"] = summary
-    return info
+    return Diagnosis(summary=summary, quantities=info)
 
 
 __all__ = ["precision_fingerprint", "unstable_formulation", "subnormal_probe", "subnormal_flush",

@@ -164,6 +164,8 @@ class Op:
     conditioning_quantity: Optional[str] = None
     #: C-ORD-03 without row_inputs: the symbol that indexes independent rows
     batch_symbol: Optional[str] = None
+    #: where a user-defined op comes from (``path/ops.py:NAME``, ``module:NAME``), or None
+    origin: Optional[str] = None
 
     # -- shapes -----------------------------------------------------------------
     def input_shapes(self, s: Shape) -> dict[str, tuple]:
