@@ -6,7 +6,8 @@ name), or by a spec ``path/to/ops.py:NAME`` (relative to a base folder, the cont
 file's for ``scope.op``) or ``package.module:NAME``: the attribute ``NAME`` of that
 module (an :class:`~.base.Op`, e.g. made by :func:`kcontract.define_op`), or else the op
 of that module whose name is ``NAME``.  A loaded user op is registered under its name
-for the rest of the process (reports, recordings); it may not take a built-in op's name.
+for the rest of the process (reports, recordings; the one loaded last answers to a name
+two of them share); it may not take a built-in op's name.
 """
 from __future__ import annotations
 
@@ -36,13 +37,7 @@ def register(op: Op) -> Op:
         raise UsageError(f"not an op: {op!r} (define one with kcontract.define_op)")
     if op.name in BUILTIN and BUILTIN[op.name] is not op:
         raise UsageError(f"a user-defined op may not take the built-in op name {op.name!r}")
-    have = USER.get(op.name)
-    if have is not None and have is not op and getattr(have, "origin", None) != \
-            getattr(op, "origin", None):
-        raise UsageError(f"two different ops named {op.name!r}: from "
-                         f"{getattr(have, 'origin', None) or 'python'} and "
-                         f"{getattr(op, 'origin', None) or 'python'}")
-    USER[op.name] = op
+    USER[op.name] = op  # the op loaded last answers to its name
     return op
 
 
