@@ -224,3 +224,24 @@ def test_language_imports_without_the_checker():
             "'kcontract.classes', 'kcontract.adapters'))); print(bad); assert not bad")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_generic_contract_file_needs_the_op(user_files, run_cli):
+    (user_files / "g.yaml").write_text(textwrap.dedent("""\
+        kernel: mykernels.py:good
+        dtype: float32
+        id: my/any-prc01
+        class: C-PRC-01
+        scope: {op: any, dtypes: [float32]}
+        tolerance:
+          tol: pgamma(n, u(accumulate)) * cond * mag + ulp(ref)
+        postcondition: abs(out - ref) <= tol
+        oracle: fp64
+        protocol: {kind: compare}
+        signature: {code: x, summary: x}
+        """))
+    code, _, err = run_cli("check", user_files / "g.yaml", "--no-store")
+    assert code == 2 and "name the op with --op" in err
+    code, out, _ = run_cli("check", user_files / "g.yaml", "--op",
+                           f"{user_files / 'myops.py'}:rowsum_scaled", "--no-store")
+    assert code == 0 and "pass" in out
