@@ -4,7 +4,6 @@ import ast
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from kcontract.ops import OPS, get_op
 from kcontract.ops.base import Lacks, Op, Reorder

@@ -34,7 +34,6 @@ from ..errors import UsageError
 from ..formats import get_format, is_subnormal
 from ..language.registry import detector, protocol
 from ..ops import FAMILY_DESCRIPTIONS
-from ..ops.families import get_family
 from ..ops.base import Lacks
 from .common import compare_cases, lacking, verdict_from
 from .fingerprint import (fingerprint_attention, fingerprint_matmul, fingerprint_sum,
