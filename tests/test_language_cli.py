@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from kcontract import cli
 
+from kcontract.check.verdict import Diagnosis
 from kcontract.language import contract_schema, registry
 from kcontract.language.vocabulary import registered_protocols
 
@@ -19,7 +20,7 @@ registered_protocols()
 registry.protocol("kctest_sweep", params={"max_n": (int, 64), "scale": (float, 1.0),
                                           "mode": (str, "fast"), "sizes": (tuple, (1, 2))},
                   provides=("bound_est",))(lambda ctx: None)
-registry.detector("kctest_detector")(lambda ctx, evidence: {})
+registry.detector("kctest_detector")(lambda ctx, evidence: Diagnosis())
 
 
 def _run(*args):

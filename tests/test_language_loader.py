@@ -10,6 +10,7 @@ import yaml
 
 from kcontract.errors import ContractError, UsageError
 from kcontract.formats import FORMATS, KERNEL_DTYPES
+from kcontract.check.verdict import Diagnosis
 from kcontract.language import (contract_schema, load_check_file, load_check_text,
                                 load_contract_text, load_contracts, registry)
 from kcontract.language.vocabulary import CLASS_IDS, FUNCTIONS, registered_protocols
@@ -24,7 +25,7 @@ registered_protocols()
 registry.protocol("kctest_sweep", params={"max_n": (int, 64), "scale": (float, 1.0),
                                           "mode": (str, "fast"), "sizes": (tuple, (1, 2))},
                   provides=("bound_est",))(lambda ctx: None)
-registry.detector("kctest_detector")(lambda ctx, evidence: {})
+registry.detector("kctest_detector")(lambda ctx, evidence: Diagnosis())
 
 BASE = """\
 id: test/matmul-bound

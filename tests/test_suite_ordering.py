@@ -9,7 +9,6 @@ import pytest
 
 from kcontract.check.runner import check
 from kcontract.classes.ordering import arrangements, diff_pattern, schedules
-from kcontract.errors import UsageError
 from kcontract.language.loader import load_contracts
 from kcontract.suite import CONTRACTS_DIR
 
@@ -123,7 +122,7 @@ def test_schedules_permute_the_reduction_index():
     assert len(schedules(1, 4, rng)) == 1
 
 
-def test_reorder_refuses_an_op_without_a_known_reduction_index(tmp_path):
+def test_reorder_skips_an_op_without_the_reorder_capability(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text(textwrap.dedent("""\
         id: my-gelu-orders
@@ -136,9 +135,11 @@ def test_reorder_refuses_an_op_without_a_known_reduction_index(tmp_path):
         signature: {code: x, summary: x}
         """))
     c = load_contracts(str(f))[0]
-    with pytest.raises(UsageError, match="reorder"):
-        check(f"{SUITE}.ord02_gelu:good", op="gelu", dtype="float32", contracts=[c],
-              in_process=True)
+    run = check(f"{SUITE}.ord02_gelu:good", op="gelu", dtype="float32", contracts=[c],
+                in_process=True)
+    (res,) = run.results
+    assert res.verdict.value == "skipped"
+    assert "does not declare the capability 'reorder'" in res.message
 
 
 # -- C-ORD-02: the pattern of run-to-run differences ------------------------------------------

@@ -18,4 +18,13 @@ def check_kernel(*args, **kwargs):
     return _check(*args, **kwargs)
 
 
-__all__ = ["__version__", "check_kernel", "ContractError", "CheckerError", "UsageError"]
+def __getattr__(name: str):
+    # kcontract.define_op, imported on first use (the package itself stays light)
+    if name == "define_op":
+        from .ops.user import define_op
+        return define_op
+    raise AttributeError(f"module 'kcontract' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "check_kernel", "define_op", "ContractError", "CheckerError",
+           "UsageError"]

@@ -190,7 +190,7 @@ def _native_round(x: np.ndarray, f: Format) -> np.ndarray:
         return x.astype(f.storage).astype(np.float64)
     # ml_dtypes converts from float32 (double rounding hazard): cast from float64
     # directly, which ml_dtypes supports with correct rounding.
-    return x.astype(f.storage).astype(np.float64)
+    return x.astype(f.dtype).astype(np.float64)
 
 
 def _emulated_round(x: np.ndarray, f: Format) -> np.ndarray:

@@ -10,7 +10,9 @@ A test reads::
         kcontract_check(my_kernel, op="matmul", dtype="bfloat16",
                         declare={"accumulate": "float32"})
 
-and fails with the violation (contract, case, worst element, measured against
+``op`` is a built-in op's name, a user-defined op (``kcontract.define_op``, or a spec
+``ops.py:NAME`` / ``module:NAME``), for which the suite's generic contracts run.  The
+test fails with the violation (contract, case, worst element, measured against
 allowed, tolerance, reproduce line) when a contract breaks.  A marker supplies
 defaults for a test or a whole module::
 
@@ -278,7 +280,7 @@ def _load_error(target: Target, exc: Exception, kw: dict):
     from .check.verdict import ContractResult, RunResult, Status
     from .claims import make_claims
     from .formats import get_format
-    run = RunResult(kernel=target.display, op=kw["op"], dtype=get_format(kw["dtype"]).name,
+    run = RunResult(kernel=target.display, op=getattr(kw["op"], "name", kw["op"]), dtype=get_format(kw["dtype"]).name,
                     framework=kw["framework"], device=kw["device"],
                     claims=make_claims(get_format(kw["dtype"]), kw["declare"]).as_dict(),
                     environment={}, suite_version=__version__)
@@ -314,6 +316,9 @@ def _callable_handle(target: Target, framework: str, device: str, timeout: float
 
 def _reproduce(target: Target, op, dtype, framework, device, declare) -> str:
     import shlex
+    if not isinstance(op, str):  # an op object (kcontract.define_op): where it came from
+        from .ops import get_op, op_reference
+        op = op_reference(get_op(op))
     if target.fn is not None:
         spec = target.display
     else:

@@ -22,7 +22,7 @@ from ..formats import Format
 from ..language.contract import Contract
 from ..ops import Op, upcast
 from .sandbox import CallResult
-from .verdict import Case, ContractResult, Status, Violation
+from .verdict import Case, ContractResult, Diagnosis, Status, Violation
 
 
 class KernelFailure(Exception):
@@ -167,8 +167,15 @@ class Context:
     def __init__(self, contract: Contract, op: Op, dtype: Format, claims: Claims, kernel,
                  *, framework: str = "numpy", device: str = "cpu", seed: int = 0,
                  reproduce: str = "", progress: Optional[Callable[[], None]] = None,
-                 max_cases: Optional[int] = None):
+                 max_cases: Optional[int] = None, protocol_spec=None, detector=None,
+                 oracle: Optional[Callable] = None):
         self.contract = contract
+        #: resolved by the runner: the protocol's declaration (parameter defaults), the
+        #: signature detector (None: the contract names none) and the contract's oracle,
+        #: ``oracle(ctx, x, kwargs) -> float64 reference`` (None: the op's own)
+        self.protocol_spec = protocol_spec
+        self.detector = detector
+        self.oracle = oracle
         self.op = op
         self.dtype = dtype
         self.claims = claims
@@ -192,12 +199,11 @@ class Context:
         return self.contract.protocol
 
     def param(self, name: str, default: Any = None) -> Any:
-        from ..language.registry import protocols
         params = self.protocol.params or {}
         if name in params:
             return params[name]
-        spec = protocols().get(self.protocol.kind)
-        if spec and name in spec.params:
+        spec = self.protocol_spec
+        if spec is not None and name in spec.params:
             return spec.params[name][1]
         return default
 
@@ -304,7 +310,7 @@ class Context:
         t0 = time.perf_counter()
         x = upcast(inputs)
         kw = self.kwargs() if kwargs is None else kwargs
-        ref = self.op.oracle(x, **kw)
+        ref = self.oracle(self, x, kw) if self.oracle is not None else self.op.oracle(x, **kw)
         self.timings["oracle"] += time.perf_counter() - t0
         return ref, x
 
@@ -319,7 +325,7 @@ class Context:
         env.update({k: int(v) for k, v in shape.items()})
         for key, value in self.claims.as_dict().items():
             env[key] = self.claims.get(key)
-        env.update(self.op.quantities(x, ref, **kw))
+        env.update(self.op.tolerance_quantities(x, ref, **kw))
         if extra:
             env.update(extra)
         return env
@@ -417,13 +423,12 @@ class Context:
     def skipped(self, why: str) -> ContractResult:
         return self.result(Status.SKIPPED, message=why)
 
-    def run_detector(self, evidence: Mapping[str, Any]) -> dict:
-        """Run the contract's signature detector, if it names one."""
-        from ..language.registry import detectors
-        name = self.contract.signature.detector
-        if not name:
-            return {}
-        return dict(detectors()[name].run(self, evidence) or {})
+    def run_detector(self, evidence: Mapping[str, Any]) -> Diagnosis:
+        """Run the contract's signature detector (resolved by the runner); an empty
+        :class:`Diagnosis` when the contract names none."""
+        if self.detector is None:
+            return Diagnosis()
+        return Diagnosis.of(self.detector.run(self, evidence))
 
 
 def reproduce_command(kernel: str, op: str, dtype: str, framework: str, device: str,

@@ -10,21 +10,26 @@ from ..claims import make_claims
 from ..errors import ContractError, UsageError, did_you_mean
 from ..formats import KERNEL_DTYPES, get_format
 from ..language.contract import Contract
-from ..language.registry import protocols
-from ..ops import get_op
+from ..language.registry import detectors, protocols
+from ..ops import get_op, op_reference
 from .engine import Context, KernelFailure, reproduce_command
 from .sandbox import InProcessKernel, KernelLoadError, KernelProcess
 from .verdict import ContractResult, RunResult, Status, Violation
 
 
-def select_contracts(op: str, dtype: str, framework: str,
+def select_contracts(op, dtype: str, framework: str,
                      classes: Optional[Sequence[str]] = None,
                      contracts: Optional[Iterable[Contract]] = None) -> list[Contract]:
-    """The contracts that apply to (op, dtype, framework), optionally only some classes or ids."""
+    """The contracts about ``op`` (a name, a spec or an :class:`~kcontract.ops.Op`),
+    optionally only some classes or ids: the suite's contracts of the op, or, for an op
+    without contracts of its own in the suite (a user-defined one), the suite's generic
+    contracts (``scope.op: any``).  Scope by dtype, framework and claims is decided per
+    contract when it runs (:meth:`Contract.out_of_scope`, a ``skipped`` verdict)."""
     from ..classes import CLASSES
+    name = get_op(op).name
     if contracts is None:
-        from ..suite import load_suite
-        contracts = load_suite()
+        from ..suite import load_generic, load_suite
+        contracts = [c for c in load_suite() if c.covers_op(name)] or load_generic()
     contracts = list(contracts)
     wanted = list(classes or [])
     for w in wanted:
@@ -33,7 +38,7 @@ def select_contracts(op: str, dtype: str, framework: str,
                              f"{did_you_mean(w, list(CLASSES) + [c.id for c in contracts])}")
     out = []
     for c in contracts:
-        if c.op != op:
+        if not c.covers_op(name):
             continue
         if wanted and c.cls not in wanted and c.id not in wanted:
             continue
@@ -41,28 +46,38 @@ def select_contracts(op: str, dtype: str, framework: str,
     return out
 
 
-def _requires_met(contract: Contract, claims) -> Optional[str]:
-    for key, want in (contract.scope.requires or {}).items():
-        have = claims.get(key)
-        have_cmp = getattr(have, "name", have)
-        want_cmp = getattr(want, "name", want)
-        if have_cmp != want_cmp:
-            return f"applies only when {key}={want_cmp} is declared (declared: {have_cmp})"
-    return None
+def resolve(contract: Contract):
+    """The protocol, signature detector and oracle a contract names, from the registries
+    of the suite's vocabulary: what the engine's :class:`Context` is handed."""
+    from ..classes.oracles import ORACLE_REFERENCES
+    spec = protocols().get(contract.protocol.kind)
+    if spec is None:
+        raise ContractError(f"{contract.id}: unknown protocol kind {contract.protocol.kind!r}")
+    det = None
+    if contract.signature.detector:
+        det = detectors().get(contract.signature.detector)
+        if det is None:
+            raise ContractError(f"{contract.id}: unknown detector {contract.signature.detector!r}")
+    oracle = ORACLE_REFERENCES.get(contract.oracle)
+    if oracle is None:
+        raise ContractError(f"{contract.id}: unknown oracle {contract.oracle!r}")
+    return spec, det, oracle
 
 
-def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device: str = "cpu",
+def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str = "cpu",
           classes: Optional[Sequence[str]] = None, declare: Optional[Mapping[str, object]] = None,
           seed: int = 0, in_process: bool = False, timeout: float = 60.0,
           contracts: Optional[Iterable[Contract]] = None,
           progress: Optional[Callable[[str, int], None]] = None,
           handle=None, reproduce_prefix: Optional[str] = None, sandbox=None) -> RunResult:
     """Check ``kernel`` (``file.py:function`` or ``module:function``) against the
-    contracts of ``op`` at ``dtype``.  Never raises for a kernel's misbehaviour:
+    contracts of ``op`` (a name, an op spec ``ops.py:NAME`` / ``module:NAME``, or an
+    :class:`~kcontract.ops.Op`) at ``dtype``.  Never raises for a kernel's misbehaviour:
     that is a verdict.  Raises :class:`UsageError` / :class:`ContractError` for
     bad arguments or contracts."""
     t_start = time.perf_counter()
     op_obj = get_op(op)
+    op_ref = op if isinstance(op, str) else op_reference(op_obj)
     fmt = get_format(dtype)
     if fmt.name not in KERNEL_DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(KERNEL_DTYPES)}, not {dtype!r}")
@@ -71,10 +86,10 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
     adapter = get_adapter(framework)
     declared = dict(declare or {})
     claims = make_claims(fmt, declared)
-    chosen = select_contracts(op, fmt.name, framework, classes, contracts)
+    chosen = select_contracts(op_obj, fmt.name, framework, classes, contracts)
     env = adapter.environment(device)
     env["kcontract"] = __version__
-    run = RunResult(kernel=kernel, op=op, dtype=fmt.name, framework=framework, device=device,
+    run = RunResult(kernel=kernel, op=op_obj.name, dtype=fmt.name, framework=framework, device=device,
                     claims=claims.as_dict(), environment=env, suite_version=__version__)
     own_handle = handle is None
     try:
@@ -102,8 +117,8 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
             if reproduce_prefix:
                 repro = f"{reproduce_prefix} --contract {c.id}" + (f" --seed {seed}" if seed else "")
             else:
-                repro = reproduce_command(kernel, op, fmt.name, framework, device, c.cls, seed,
-                                          declared)
+                repro = reproduce_command(kernel, op_ref, fmt.name, framework, device, c.cls,
+                                          seed, declared)
             tick = (lambda cid=c.id: progress(cid, 1)) if progress else None
             run.results.append(_run_one(c, op_obj, fmt, claims, handle, framework, device, seed,
                                         repro, tick, run.timings))
@@ -122,20 +137,14 @@ def check(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device:
 def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, repro, tick,
              timings):
     t0 = time.perf_counter()
-    if fmt.name not in contract.scope.dtypes:
-        return ContractResult(contract=contract.cls, id=contract.id, verdict=Status.SKIPPED,
-                              message=f"not in scope for dtype {fmt.name} (scope: "
-                                      f"{', '.join(contract.scope.dtypes)})", reproduce=repro)
-    if framework not in contract.scope.frameworks:
-        return ContractResult(contract=contract.cls, id=contract.id, verdict=Status.SKIPPED,
-                              message=f"not in scope for framework {framework}", reproduce=repro)
-    why = _requires_met(contract, claims)
+    why = contract.out_of_scope(op_obj.name, fmt.name, framework, claims)
     if why:
         return ContractResult(contract=contract.cls, id=contract.id, verdict=Status.SKIPPED,
                               message=why, reproduce=repro)
+    spec, det, oracle = resolve(contract)
     ctx = Context(contract, op_obj, fmt, claims, handle, framework=framework, device=device,
-                  seed=seed, reproduce=repro, progress=tick)
-    spec = protocols()[contract.protocol.kind]
+                  seed=seed, reproduce=repro, progress=tick, protocol_spec=spec, detector=det,
+                  oracle=oracle)
     try:
         res = _protocol_run(spec, ctx, timings)
     except KernelFailure as fail:

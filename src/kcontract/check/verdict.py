@@ -22,6 +22,34 @@ class Status(str, Enum):
 
 
 @dataclass(frozen=True)
+class Diagnosis:
+    """What a signature detector says about a violation: *how* it broke.
+
+    ``summary``: the headline of the violation; ``quantities``: the signature quantities
+    (recorded with the violation and in the verdict's signature); ``code``: a more
+    specific signature code of the same class than the contract's default (e.g.
+    ``operand-substitution``), or None; ``details``: tables for reports (merged into the
+    verdict's details)."""
+
+    summary: str = ""
+    quantities: Mapping[str, Any] = field(default_factory=dict)
+    code: Optional[str] = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, value) -> "Diagnosis":
+        """A detector's return value as a Diagnosis (None: an empty one)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        raise TypeError(f"a detector must return a Diagnosis, not {type(value).__name__}")
+
+    def __bool__(self) -> bool:
+        return bool(self.summary or self.quantities)
+
+
+@dataclass(frozen=True)
 class Case:
     """One measured situation: shape, dtype, seed, input family (and extras)."""
 

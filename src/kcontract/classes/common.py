@@ -14,6 +14,13 @@ import numpy as np
 
 from ..check.engine import Comparison, Context
 from ..language.registry import protocol
+from ..ops.base import Lacks
+
+
+def lacking(ctx: Context, lack: Lacks):
+    """The explicit ``skipped`` verdict of a protocol whose op lacks a capability it
+    needs: it names the capability (never a silent skip)."""
+    return ctx.skipped(lack.message(ctx.op.name))
 
 
 def compare_cases(ctx: Context, cases: Iterable, *, kwargs: Optional[dict] = None,
@@ -77,20 +84,20 @@ def verdict_from(ctx: Context, comps: list[Comparison], t0: float, *, skipped: i
                           seconds=time.perf_counter() - t0)
     ev = {"comparisons": comps, "rows": rows, "worst": bad}
     ev.update(evidence or {})
-    sig = ctx.run_detector(ev)
+    diag = ctx.run_detector(ev)
     failing = sum(1 for c in comps if not c.passed)
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
+    headline = diag.summary or ctx.contract.signature.summary
     message = f"{headline} ({failing} of {len(comps)} cases fail)"
     # a detector may name a more specific signature of the same class than the contract's
     # default (the fingerprint: operands substituted, the accumulator as declared)
-    refined = sig.pop("refined_code", None)
+    sig = dict(diag.quantities)
     v = ctx.violation(bad, message=message, quantities=sig,
-                      code=f"{ctx.contract.cls}.{refined}" if refined else None)
-    details.update(sig.pop("details", {}) if isinstance(sig.get("details"), dict) else {})
+                      code=f"{ctx.contract.cls}.{diag.code}" if diag.code else None)
+    details.update(diag.details)
     return ctx.violated(v, signature=sig, details=details, seconds=time.perf_counter() - t0)
 
 
-@protocol("compare", params={"kwargs": (dict, {})},
+@protocol("compare", oracles=("fp64", "unfused"), params={"kwargs": (dict, {})},
           description="candidate against the float64 oracle over shapes x families x trials")
 def compare(ctx: Context):
     t0 = time.perf_counter()

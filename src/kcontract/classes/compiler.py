@@ -42,15 +42,10 @@ import numpy as np
 
 from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
+from ..check.verdict import Diagnosis
 from ..errors import UsageError
-from ..formats import get_format, round_to
 from ..language.registry import detector, protocol
-from ..ops._math import gelu, gelu_tanh, softmax
 from .common import summarize, verdict_from, worst
-
-#: ops whose reference contains GELU, so ``approximation=tanh`` changes their oracle
-APPROX_OPS = ("gelu", "linear_gelu")
-
 
 # -- shared helpers -----------------------------------------------------------------------------
 
@@ -113,22 +108,7 @@ def _digest(out: np.ndarray) -> str:
 # C-CMP-01: fusion equivalence
 # ================================================================================================
 
-def _sigmoid_gelu(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return x / (1.0 + np.exp(-1.702 * x))
-
-
-def declared_reference(ctx: Context, x: dict) -> Optional[np.ndarray]:
-    """The reference under a declared approximation (``approximation=tanh``: the tanh form
-    of GELU, composed after the op's other stages), or None: the op's own oracle."""
-    if ctx.op.name not in APPROX_OPS or ctx.claims.approximation != "tanh":
-        return None
-    if ctx.op.name == "gelu":
-        return gelu_tanh(x["x"])
-    return gelu_tanh(ctx.op.preactivation(x))
-
-
-@protocol("fusion", params={"kwargs": (dict, {})},
+@protocol("fusion", oracles=("unfused",), params={"kwargs": (dict, {})},
           description="the fused kernel against the float64 unfused composition of its reference "
                       "stages (or the declared approximation), under the composed tolerance; "
                       "shapes x families x trials")
@@ -137,79 +117,23 @@ def fusion(ctx: Context):
     comps: list[Comparison] = []
     skipped = 0
     for case, inputs in ctx.iter_cases():
+        # the contract's oracle (unfused): the declared approximation where there is one
         ref, x = ctx.reference(inputs)
-        alt = declared_reference(ctx, x)
-        if alt is not None:
-            ref = alt
         if not ctx.precondition_holds(case, inputs, ref, x):
             skipped += 1
             continue
         out = ctx.run(inputs, case)
         comps.append(ctx.evaluate(case, inputs, out, ref, x=x))
-    oracle = ("the tanh form of GELU (declared approximation=tanh)"
-              if ctx.op.name in APPROX_OPS and ctx.claims.approximation == "tanh"
-              else "the unfused float64 composition")
+    approx = ctx.claims.approximation
+    oracle = (f"the {approx} form (declared approximation={approx})"
+              if approx in ctx.op.approximations else "the unfused float64 composition")
     return verdict_from(ctx, comps, t0, skipped=skipped, evidence={"oracle": oracle})
 
 
 def _fusion_candidates(ctx: Context, x: dict) -> list[tuple[str, np.ndarray]]:
-    """Alternative compositions a fused kernel may have computed instead: (label, float64)."""
-    op = ctx.op.name
-    dtype = ctx.dtype.name
-    kw = ctx.kwargs()
-    narrower = [f for f in ("tfloat32", "bfloat16", "float16")
-                if get_format(f).precision < ctx.dtype.precision]
-    declared_tanh = ctx.claims.approximation == "tanh"
-    out: list[tuple[str, np.ndarray]] = []
-    with np.errstate(all="ignore"):
-        if op == "gelu":
-            v = x["x"]
-            if declared_tanh:
-                out.append(("the erf form of GELU (exact), not the declared tanh form", gelu(v)))
-            else:
-                out.append(("the tanh approximation of GELU, 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))",
-                            gelu_tanh(v)))
-            out.append(("the sigmoid approximation of GELU, x*sigmoid(1.702x)", _sigmoid_gelu(v)))
-            for f in narrower:
-                act = gelu_tanh if declared_tanh else gelu
-                out.append((f"GELU evaluated in {f}", round_to(act(round_to(v, f)), dtype)))
-        elif op == "linear_gelu":
-            pre = ctx.op.preactivation(x)
-            if declared_tanh:
-                out.append(("the erf form of GELU (exact), not the declared tanh form", gelu(pre)))
-            else:
-                out.append(("the tanh approximation of GELU after the product", gelu_tanh(pre)))
-            out.append(("the sigmoid approximation of GELU after the product", _sigmoid_gelu(pre)))
-            act = gelu_tanh if declared_tanh else gelu
-            for f in narrower:
-                xr = {"x": round_to(x["x"], f), "w": round_to(x["w"], f), "b": x["b"]}
-                out.append((f"the product computed with x and w rounded to {f}",
-                            act(ctx.op.preactivation(xr))))
-                out.append((f"the pre-activation rounded to {f} before GELU",
-                            act(round_to(pre, f))))
-        elif op == "attention":
-            causal = bool(kw.get("causal", False))
-            from ..ops.attention import causal_mask
-
-            def attend(q, k, v, round_scores=None, round_probs=None):
-                s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
-                if round_scores:
-                    s = round_to(s, round_scores)
-                if causal:
-                    s = np.where(causal_mask(q.shape[-2], k.shape[-2]), s, -np.inf)
-                p = softmax(s)
-                if round_probs:
-                    p = round_to(p, round_probs)
-                return np.matmul(p, v)
-            q, k, v = x["q"], x["k"], x["v"]
-            for f in narrower:
-                out.append((f"q, k, v rounded to {f}",
-                            attend(round_to(q, f), round_to(k, f), round_to(v, f))))
-                out.append((f"probabilities rounded to {f} before the product with v",
-                            attend(q, k, v, round_probs=f)))
-                out.append((f"scores rounded to {f} before the softmax",
-                            attend(q, k, v, round_scores=f)))
-    return out
+    """Alternative compositions a fused kernel may have computed instead (the op's
+    ``fusion_emulations`` capability): (label, float64)."""
+    return ctx.op.fusion_emulations(x, ctx.dtype, ctx.claims.approximation, **ctx.kwargs())
 
 
 def _row_scale_residual(c: Comparison) -> Optional[float]:
@@ -236,10 +160,10 @@ def _row_scale_residual(c: Comparison) -> Optional[float]:
           "tolerance), new NaN/Inf, and which substitution explains it: a GELU approximation "
           "(tanh, sigmoid), operands or intermediates rounded to a narrower format, a per-row "
           "normaliser error")
-def fusion_divergence(ctx: Context, evidence) -> dict:
+def fusion_divergence(ctx: Context, evidence) -> Diagnosis:
     comps = [c for c in (evidence.get("comparisons") or []) if not c.passed]
     if not comps:
-        return {}
+        return Diagnosis()
     ratio = max(_ratio(c) for c in comps)
     mism = sum(c.mismatched for c in comps)
     total = sum(c.total for c in comps)
@@ -263,7 +187,7 @@ def fusion_divergence(ctx: Context, evidence) -> dict:
             scores.setdefault(label, [0.0, 0.0])
             scores[label][0] += float(np.sum(d[ok] ** 2))
             scores[label][1] += float(np.sum(e[ok] ** 2))
-        rs = _row_scale_residual(c) if ctx.op.name in ("attention", "softmax") else None
+        rs = _row_scale_residual(c) if ctx.op.normalised_rows else None
         if rs is not None:
             row_scale = rs if row_scale is None else max(row_scale, rs)
     residuals = {k: math.sqrt(v[0] / v[1]) for k, v in scores.items() if v[1] > 0}
@@ -274,8 +198,8 @@ def fusion_divergence(ctx: Context, evidence) -> dict:
     head = (f"diverges from {sig['oracle']} by up to {_fmt_ratio(ratio)}x the composed tolerance "
             f"({mism} of {total} elements)")
     if all(np.all(c.out == 0) for c in comps):
-        sig["summary"] = f"{head}: the outputs are all zero (nothing computed)"
-        return sig
+        return Diagnosis(summary=f"{head}: the outputs are all zero (nothing computed)",
+                         quantities=sig)
     if new_nf:
         head = (f"creates {new_nf} NaN/Inf where {sig['oracle']} is finite; " + head)
     if best is not None and best[1] < 0.5:
@@ -298,7 +222,8 @@ def fusion_divergence(ctx: Context, evidence) -> dict:
         sig["summary"] = (f"{head}; no operand rounding, GELU approximation or row scaling "
                           f"explains it (an approximate exp, reciprocal or reordered stage in the "
                           f"fused code?)")
-    return sig
+    summary = sig.pop("summary")
+    return Diagnosis(summary=summary, quantities=sig)
 
 
 # ================================================================================================
@@ -311,7 +236,8 @@ def config_label(cfg: Optional[dict]) -> str:
     return "{" + ", ".join(f"{k}={v!r}" for k, v in cfg.items()) + "}"
 
 
-@protocol("configs", params={"kwargs": (dict, {})}, provides=("other",),
+@protocol("configs", oracles=("self",), params={"kwargs": (dict, {})},
+          provides=("other",),
           description="every configuration in the kernel module's CONFIGS (called with "
                       "config=<dict>) and the default call, on the same inputs: each against the "
                       "oracle, every pair against each other ('other'); skipped without CONFIGS")
@@ -405,8 +331,9 @@ def configs(ctx: Context):
                           details=details, seconds=time.perf_counter() - t0)
     ev = {"comparisons": all_comps, "rows": rows, "per_config": per, "pairs": pair_stats,
           "labels": labels, "breaking": breaking, "bad_pairs": bad_pairs}
-    sig = ctx.run_detector(ev)
-    headline = sig.pop("summary", None) or (
+    diag = ctx.run_detector(ev)
+    sig = dict(diag.quantities)
+    headline = diag.summary or (
         f"{ctx.contract.signature.summary}: {', '.join(breaking) or 'pairwise spread'}")
     bad = worst([c for c in comps if not c.passed]) or worst([c for c in all_comps if not c.passed])
     sig.setdefault("breaking_configs", breaking)
@@ -423,7 +350,7 @@ def configs(ctx: Context):
           "the configuration(s) that break the contract: each one's failures against the oracle "
           "(worst error over the tolerance, or the exception), and the pairs of configurations "
           "further apart than the reordering bound")
-def config_breakers(ctx: Context, evidence) -> dict:
+def config_breakers(ctx: Context, evidence) -> Diagnosis:
     per = evidence.get("per_config") or {}
     labels = evidence.get("labels") or list(per)
     breaking = [lab for lab in labels if per.get(lab, {}).get("failed")]
@@ -459,7 +386,8 @@ def config_breakers(ctx: Context, evidence) -> dict:
     elif bad_pairs:
         sig["summary"] = ("configurations " + "; ".join(p["pair"] for p in bad_pairs)
                           + " are further apart than the reordering bound")
-    return sig
+    summary = sig.pop("summary", "")
+    return Diagnosis(summary=summary, quantities=sig)
 
 
 # ================================================================================================
@@ -556,8 +484,9 @@ def _freshness(ctx: Context, shape: dict, history: list) -> tuple[list[dict], li
     return stale, comps
 
 
-@protocol("shapes", params={"probes": (int, 8), "freshness": (bool, True), "kwargs": (dict, {}),
-                            "layouts": (list, list(Adapter.LAYOUTS))},
+@protocol("shapes", oracles=("fp64", "unfused"),
+          params={"probes": (int, 8), "freshness": (bool, True), "kwargs": (dict, {}),
+                  "layouts": (list, list(Adapter.LAYOUTS))},
           description="the benchmarked shape and the held-out shape class (the op's shape_class "
                       "plus the contract's shapes), a raise or a wrong output shape counting as a "
                       "failing shape; then a freshness check at the benchmarked shape, and the "
@@ -628,11 +557,12 @@ def shapes(ctx: Context):
                           seconds=time.perf_counter() - t0)
     ev = {"results": results, "stale": stale, "benchmark": bench, "history": history,
           "layouts": layouts, "comparisons": comps + fresh_comps}
-    sig = ctx.run_detector(ev)
-    if not sig:
-        sig = _shape_signature(ctx, ev, probe=False)
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
-    details["shapes"] = sig.pop("shape_table", details["shapes"])
+    diag = ctx.run_detector(ev)
+    if not diag:
+        diag = _shape_signature(ctx, ev, probe=False)
+    sig = dict(diag.quantities)
+    headline = diag.summary or ctx.contract.signature.summary
+    details["shapes"] = diag.details.get("shapes", details["shapes"])
     every = failing and not any(r.passed for r in results)
     code = (f"{ctx.contract.cls}.fails-at-every-shape" if every  # not shape-specific at all
             else None if failing else f"{ctx.contract.cls}.stale-output" if stale
@@ -834,7 +764,7 @@ def choose_confirmation(op, hyp: Atom, bench: dict, seen: list[dict]) -> Optiona
     return None
 
 
-def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
+def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> Diagnosis:
     op = ctx.op
     bench = evidence["benchmark"]
     results: list[ShapeResult] = list(evidence["results"])
@@ -945,8 +875,8 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
         else:
             parts.append("output is not a function of the current inputs (wrong on a repeated "
                          f"call at a shape that passed: {stale[0]['call']}: {stale[0]['reason']})")
-    sig["summary"] = "; ".join(parts)
-    return sig
+    table = sig.pop("shape_table")
+    return Diagnosis(summary="; ".join(parts), quantities=sig, details={"shapes": table})
 
 
 @detector("shape_predicate",
@@ -954,5 +884,5 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
           "predicate that separates failing from passing shapes (a few probe shapes tell "
           "candidates apart and test the survivor), and outputs that are not a function of the "
           "current inputs")
-def shape_predicate(ctx: Context, evidence) -> dict:
+def shape_predicate(ctx: Context, evidence) -> Diagnosis:
     return _shape_signature(ctx, evidence, probe=True)

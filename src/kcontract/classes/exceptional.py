@@ -2,9 +2,10 @@
 
 Protocols
     ``exceptional``  (C-EXC-01) NaN, +Inf and -Inf injected at chosen positions of
-                     the op's first input (and of ``b`` for matmul), a row holding
+                     the op's injection inputs (its ``exceptional_targets``), a row holding
                      +Inf with -Inf and one holding NaN with +Inf, finite inputs
-                     whose results overflow the output format, and clean cases.
+                     whose results overflow the output format (the op's
+                     ``overflow_inputs``, where it declares them), and clean cases.
                      The reference is the op's float64 oracle under the declared
                      ``nan`` policy (:func:`policy_reference`); with ``nan=raise``
                      every call on a non-finite input must raise instead.
@@ -23,27 +24,26 @@ Detectors
     ``oob_behaviour``       the behaviour observed below 0 and at or above V, per index,
                             against the declared policy.
 
-The ``mask`` policy, per op (also in docs/suite-exceptional.md): a non-finite input
-element is *absent*.  sum and matmul: it contributes nothing (as if zero); softmax:
-its probability is 0 and the row renormalises over the finite logits (a row with no
-finite logit is all zeros); layernorm: mean and variance are taken over the row's
-finite elements and the output at an absent position is 0 (a row with none is all
-zeros); gelu and cast: the output at an absent position is 0.
+The ``mask`` policy (also in docs/suite-exceptional.md): a non-finite input element is
+*absent*; what that means for an op is its ``policy_reference`` capability (by default
+it contributes as a zero; ops that normalise over a row redefine it over the finite
+elements).
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Optional
 
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..check.verdict import Diagnosis
 from ..language.registry import detector, protocol
 from ..ops import upcast
-from ..ops._math import gelu as _gelu, softmax as _softmax
-from ..ops.families import get_family, inject
+from ..ops.base import Lacks
+from ..ops.families import inject
 from ..ops.gather import expected_rows
+from .common import lacking
 
 KINDS = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}
 POLICIES = ("propagate", "mask", "raise")
@@ -77,90 +77,16 @@ def _fmt_value(v: float) -> str:
 
 # -- the reference under a policy -------------------------------------------------------------
 
-def _ieee_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The IEEE 754 float64 sum of products, independent of any BLAS: every term
-    a[i,k] * b[k,j] formed, then summed (NaN from Inf*0 and Inf - Inf as IEEE says)."""
-    with np.errstate(all="ignore"):
-        terms = a[..., :, :, None] * b[..., None, :, :]
-        return np.sum(terms, axis=-2)
-
-
-def _masked_layernorm(x, w, b, eps):
-    present = np.isfinite(x)
-    cnt = np.sum(present, axis=-1, keepdims=True)
-    xz = np.where(present, x, 0.0)
-    with np.errstate(all="ignore"):
-        mu = np.sum(xz, axis=-1, keepdims=True) / np.maximum(cnt, 1)
-        dev = np.where(present, x - mu, 0.0)
-        var = np.sum(dev * dev, axis=-1, keepdims=True) / np.maximum(cnt, 1)
-        sd = np.sqrt(var + eps)
-        ref = np.where(present, dev / sd * w + b, 0.0)
-        kappa = np.sum(np.abs(xz), axis=-1, keepdims=True) / np.maximum(cnt, 1) / sd
-        xhat = np.abs(dev) / sd
-    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat}
-    return ref, q
-
-
 def policy_reference(op, inputs: dict, policy: str, kw: Optional[dict] = None):
     """The float64 reference under the ``nan`` policy (``raise`` behaves as ``propagate``
-    on the inputs where it returns).  Returns ``(ref, x, extra)``: ``x`` the inputs the
-    tolerance quantities are computed from, ``extra`` names that override or add to the
-    op's quantities (``alt``/``has_alt``: a second accepted result, see below)."""
-    kw = dict(kw or {})
-    x = upcast(inputs)
-    name = op.name
-    extra: dict[str, Any] = {}
-    if policy == "mask":
-        fin = {k: (np.where(np.isfinite(v), v, 0.0) if v.dtype.kind == "f" else v)
-               for k, v in x.items()}
-        if name == "softmax":
-            xs = x["x"]
-            present = np.isfinite(xs)
-            with np.errstate(all="ignore"):
-                p = _softmax(np.where(present, xs, -np.inf))
-                p = np.where(np.any(present, axis=-1, keepdims=True), p, 0.0)
-                m = np.max(np.where(present, xs, -np.inf), axis=-1, keepdims=True)
-                spread = np.where(present, m - xs, 0.0)
-            extra.update(mag=np.abs(p), spread=np.abs(spread))
-            ref, xq = p, {"x": np.where(present, xs, 0.0)}
-        elif name == "layernorm":
-            ref, q = _masked_layernorm(x["x"], x["weight"], x["bias"], kw.get("eps", 1e-5))
-            extra.update(q)
-            xq = fin
-        elif name in ("gelu", "cast"):
-            xq = fin
-            ref = _gelu(fin["x"]) if name == "gelu" else fin["x"].copy()
-        elif name == "matmul":
-            xq = fin
-            ref = _ieee_matmul(fin["a"], fin["b"])
-        else:
-            xq = fin
-            ref = op.oracle(fin, **kw)
-        extra.setdefault("alt", np.zeros_like(ref))
-        extra.setdefault("has_alt", np.zeros_like(ref))
-        return ref, xq, extra
-    if name == "matmul":
-        ref = _ieee_matmul(x["a"], x["b"])
-    else:
-        ref = op.oracle(x, **kw)
-    alt = np.zeros_like(ref)
-    has_alt = np.zeros_like(ref)
-    if name == "gelu":
-        # At an infinite input gelu's value is a limit: x*Phi(x) gives +Inf at +Inf and
-        # the indeterminate -Inf*0 = NaN at -Inf; the other accepted outcome is NaN at
-        # +Inf (implementations whose erf meets Inf*0) and the limit 0 at -Inf.
-        xs = x["x"]
-        alt = np.where(np.isposinf(xs), np.nan, np.where(np.isneginf(xs), -0.0, 0.0))
-        has_alt = np.where(np.isinf(xs), 1.0, 0.0)
-    extra.update(alt=alt, has_alt=has_alt)
-    return ref, x, extra
+    on the inputs where it returns): the op's ``policy_reference`` capability on the
+    upcast inputs.  Returns ``(ref, x, extra)``: ``x`` the inputs the tolerance quantities
+    are computed from, ``extra`` names that override or add to the op's quantities
+    (``alt``/``has_alt``: a second accepted result)."""
+    return op.policy_reference(upcast(inputs), policy, **dict(kw or {}))
 
 
 # -- inputs ---------------------------------------------------------------------------------
-
-def _target(op) -> str:
-    return "a" if op.name == "matmul" else op.inputs[0]
-
 
 def _store_like(values: np.ndarray, like: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
@@ -189,57 +115,11 @@ def _mixed(values: np.ndarray, rng) -> tuple[np.ndarray, list]:
     return out, placed
 
 
-def _overflow_inputs(ctx: Context, shape: dict, rng) -> Optional[dict]:
-    """Finite inputs whose results overflow the output format in some positions
-    (matmul, sum, cast), or probe finite-in, finite-out at extreme magnitudes
-    (softmax: the logits family; layernorm: the large family; gelu: |x| up to max/4)."""
-    op, fmt = ctx.op, ctx.op.output_format(ctx.dtype)
-    name = op.name
-    fmax = float(fmt.max)
-    if name == "matmul":
-        M, K, N = shape["M"], shape["K"], shape["N"]
-        s = np.where(np.arange(M) % 2 == 0, 1.0, -1.0)
-        r = 2.0 ** np.linspace(-2.0, 2.0, M)
-        sa = math.sqrt(fmax / K)
-        # all-positive terms in a row (its sign applied to the whole row): the partial
-        # sums grow monotonically, so overflow happens exactly where the result overflows
-        a = (s * r)[:, None] * sa * rng.uniform(0.5, 1.5, (M, K))
-        b = sa * rng.uniform(0.5, 1.5, (K, N))
-        return {"a": op._store(a, op.input_format("a", ctx.dtype)),
-                "b": op._store(b, op.input_format("b", ctx.dtype))}
-    if name == "sum":
-        R, N = shape["R"], shape["N"]
-        s = np.where(np.arange(R) % 2 == 0, 1.0, -1.0)
-        r = 2.0 ** np.linspace(-2.0, 2.0, R)
-        x = (s * r)[:, None] * (fmax / N) * rng.uniform(0.5, 1.5, (R, N))
-        return {"x": op._store(x, op.input_format("x", ctx.dtype))}
-    if name == "cast":
-        R, N = shape["R"], shape["N"]
-        f32max = float(np.finfo(np.float32).max)
-        hi = min(16.0 * fmax, f32max)
-        mags = np.exp(rng.uniform(math.log(fmax / 2), math.log(hi), (R, N)))
-        flat = mags.reshape(-1)
-        edges = [fmax, min(f32max, fmax * (1 + 2.0 ** -fmt.precision)), hi]
-        flat[: len(edges)] = edges
-        x = mags * np.where(rng.random((R, N)) < 0.5, -1.0, 1.0)
-        x = np.minimum(np.abs(x), f32max) * np.sign(x)
-        return {"x": op._store(x, np.float32)}
-    if name == "softmax":
-        return op.generate(shape, ctx.dtype, "logits", rng)
-    if name == "layernorm":
-        return op.generate(shape, ctx.dtype, "large", rng)
-    if name == "gelu":
-        R, N = shape["R"], shape["N"]
-        x = fmax * rng.uniform(1.0 / 64, 0.25, (R, N)) * np.where(rng.random((R, N)) < 0.5, -1, 1)
-        return {"x": op._store(x, op.input_format("x", ctx.dtype))}
-    return None
-
-
 def exceptional_cases(ctx: Context):
     """(case, inputs, placed) for every probe; ``placed``: [(input, index, kind)]."""
     count = int(ctx.param("count", 2))
     op = ctx.op
-    tgt = _target(op)
+    tgt, *others = op.exceptional_targets()
     for shape in ctx.shapes():
         for family in ctx.protocol.families:
             for trial in range(ctx.protocol.trials):
@@ -247,8 +127,7 @@ def exceptional_cases(ctx: Context):
                 yield ctx.case(shape, family, trial, probe="finite"), base, []
                 rng = ctx.rng(op.describe_shape(shape), family, trial, "exceptional")
                 probes = [(k, tgt, (k,)) for k in ("nan", "inf", "-inf")] + [("mixed", tgt, None)]
-                if op.name == "matmul":
-                    probes.append(("b", "b", ("nan", "inf", "-inf")))
+                probes += [(n, n, ("nan", "inf", "-inf")) for n in others]
                 for label, name, kinds in probes:
                     vals = upcast({name: base[name]})[name]
                     if kinds is None:
@@ -261,8 +140,8 @@ def exceptional_cases(ctx: Context):
                     yield ctx.case(shape, family, trial, probe=label), inputs, placed
             if ctx.param("overflow", True):
                 rng = ctx.rng(op.describe_shape(shape), "overflow")
-                inputs = _overflow_inputs(ctx, shape, rng)
-                if inputs is not None:
+                inputs = op.overflow_inputs(shape, ctx.dtype, rng)
+                if not isinstance(inputs, Lacks) and inputs is not None:
                     yield ctx.case(shape, "overflow", 0, probe="overflow"), inputs, []
 
 
@@ -275,7 +154,7 @@ def _placed_text(placed, limit: int = 3) -> str:
     return ", ".join(parts) + more
 
 
-@protocol("exceptional",
+@protocol("exceptional", oracles=("policy",),
           params={"count": (int, 2), "overflow": (bool, True), "kwargs": (dict, {})},
           provides=("alt", "has_alt"),
           description="NaN/+Inf/-Inf injected at chosen positions, mixed rows, overflow-"
@@ -321,8 +200,9 @@ def exceptional(ctx: Context):
         return ctx.passed(f"{len(records)} cases conform (nan={policy}, "
                           f"overflow={ctx.claims.overflow})", details=details,
                           seconds=time.perf_counter() - t0)
-    sig = ctx.run_detector({"records": records, "comparisons": comps, "policy": policy})
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
+    diag = ctx.run_detector({"records": records, "comparisons": comps, "policy": policy})
+    sig = dict(diag.quantities)
+    headline = diag.summary or ctx.contract.signature.summary
     nbad = len(findings) + len(failing)
     message = f"{headline} ({nbad} of {len(records)} cases fail)"
     if failing:
@@ -336,22 +216,9 @@ def exceptional(ctx: Context):
 # -- the detector ------------------------------------------------------------------------------
 
 def _sources(op, placed, idx: tuple) -> list:
-    """The injected input elements the output element ``idx`` depends on."""
-    name = op.name
-    out = []
-    for n, pos, k in placed:
-        if name == "matmul":
-            if (n == "a" and pos[-2] == idx[-2]) or (n == "b" and pos[-1] == idx[-1]):
-                out.append((n, pos, k))
-        elif name == "sum":
-            if pos[:-1] == tuple(idx):
-                out.append((n, pos, k))
-        elif name in ("softmax", "layernorm"):
-            if pos[:-1] == tuple(idx[:-1]):
-                out.append((n, pos, k))
-        elif pos == tuple(idx):
-            out.append((n, pos, k))
-    return out
+    """The injected input elements the output element ``idx`` depends on (the op's
+    ``depends_on`` capability)."""
+    return [(n, pos, k) for n, pos, k in placed if op.depends_on(n, tuple(pos), tuple(idx))]
 
 
 def _at(idx) -> str:
@@ -369,7 +236,7 @@ def _replacement(ctx: Context, rec: dict, mask: np.ndarray) -> str:
         return "replaced by 0"
     if vals.size and np.all(np.abs(vals) == fmt.max):
         return "replaced by +-max (as numpy.nan_to_num does)"
-    if ctx.op.name == "softmax":
+    if ctx.op.normalised_rows and out.ndim >= 2:
         rows = np.unique(np.nonzero(mask)[0])
         n = out.shape[-1]
         if rows.size and np.all(np.abs(out[rows] - 1.0 / n) <= 1e-3 / n):
@@ -414,7 +281,7 @@ _CATEGORY_TEXT = {
 @detector("exceptional_values",
           "where NaN/Inf were swallowed, misclassified or created, with the input position "
           "that carried them; the overflow behaviour observed against the declared one")
-def exceptional_values(ctx: Context, evidence) -> dict:
+def exceptional_values(ctx: Context, evidence) -> Diagnosis:
     records = list(evidence.get("records") or [])
     policy = evidence.get("policy", ctx.claims.nan)
     fmt = ctx.op.output_format(ctx.dtype)
@@ -520,8 +387,8 @@ def exceptional_values(ctx: Context, evidence) -> dict:
     sig["kind"] = kind
     if first_idx is not None:
         sig["index"] = list(first_idx)
-    sig["summary"] = "; ".join(phrases) if phrases else ctx.contract.signature.summary
-    return sig
+    return Diagnosis(summary="; ".join(phrases) if phrases else ctx.contract.signature.summary,
+                     quantities=sig)
 
 
 # -- C-EXC-02: out-of-range indices -----------------------------------------------------------
@@ -583,20 +450,24 @@ def oob_conforms(declared: str, labels: set) -> bool:
     return declared in labels
 
 
-@protocol("oob", params={"positions": (int, 2)}, provides=("free",),
+@protocol("oob", oracles=("policy",), params={"positions": (int, 2)}, provides=("free",),
           description="embedding calls with out-of-range indices (-1, -V, -V-1, -2**31; V, "
                       "V+1, 2**31-1), one value per call mixed with in-range indices, and an "
                       "in-range control call; each call's behaviour (raise, clamp, zero, wrap, "
                       "garbage, crash, hang) against the declared oob policy")
 def oob(ctx: Context):
     t0 = time.perf_counter()
+    g = ctx.op.gather
+    if g is None:
+        return lacking(ctx, Lacks("gather", "the op gathers no rows by index"))
     policy = ctx.claims.oob
     positions = int(ctx.param("positions", 2))
     shape = ctx.shapes()[0]
     family = ctx.protocol.families[0]
     base = ctx.inputs(shape, family, 0)
-    table = base["table"]
+    table = base[g.table]
     V = int(table.shape[0])
+    count = int(shape[g.count])
     case0 = ctx.case(shape, family, 0, probe="in-range")
     out = ctx.run(base, case0)
     ref0, x0 = ctx.reference(base)
@@ -605,10 +476,11 @@ def oob(ctx: Context):
     observations: list[dict] = []
     rng = ctx.rng("oob")
     for side, value in oob_values(V):
-        idx = rng.integers(0, V, shape["N"]).astype(np.int64)
-        pos = rng.choice(shape["N"], size=min(positions, shape["N"]), replace=False)
+        idx = rng.integers(0, V, count).astype(np.int64)
+        pos = rng.choice(count, size=min(positions, count), replace=False)
         idx[pos] = value
-        inputs = {"table": table, "indices": idx}
+        inputs = dict(base)
+        inputs[g.table], inputs[g.indices] = table, idx
         case = ctx.case(shape, family, 0, probe=f"index {value}")
         res = ctx.call(inputs)
         if res.status == "raised":
@@ -626,7 +498,7 @@ def oob(ctx: Context):
         cmp = None
         if res.ok and policy != "raise":
             got = np.asarray(res.out)
-            if got.shape == (shape["N"], table.shape[1]):
+            if got.shape == (count, table.shape[1]):
                 want = expected_rows(table.astype(np.float64), idx,
                                      "undefined" if policy == "undefined" else policy)
                 free = np.zeros_like(want)
@@ -647,9 +519,10 @@ def oob(ctx: Context):
     if not failing and not control_bad:
         return ctx.passed(f"oob={policy}: all {len(observations)} out-of-range calls conform",
                           details=details, seconds=time.perf_counter() - t0)
-    sig = ctx.run_detector({"observations": observations, "V": V, "policy": policy,
+    diag = ctx.run_detector({"observations": observations, "V": V, "policy": policy,
                             "control": comps[0]})
-    headline = sig.pop("summary", None) or ctx.contract.signature.summary
+    sig = dict(diag.quantities)
+    headline = diag.summary or ctx.contract.signature.summary
     bad_cmp = next((o["cmp"] for o in failing if o["cmp"] is not None and not o["cmp"].passed),
                    comps[0] if control_bad else None)
     case = failing[0]["case"] if failing else case0
@@ -660,7 +533,7 @@ def oob(ctx: Context):
 @detector("oob_behaviour",
           "the behaviour observed for indices below 0 and at or above V against the declared "
           "policy, per index")
-def oob_behaviour(ctx: Context, evidence) -> dict:
+def oob_behaviour(ctx: Context, evidence) -> Diagnosis:
     obs = list(evidence.get("observations") or [])
     V = int(evidence.get("V", 0))
     policy = evidence.get("policy", ctx.claims.oob)
@@ -678,5 +551,6 @@ def oob_behaviour(ctx: Context, evidence) -> dict:
     summary = f"declared {policy}, observed " + "; ".join(parts)
     if control is not None and not control.passed:
         summary += "; in-range indices give wrong rows"
-    return {"declared": policy, "below": sides[BELOW], "above": sides[ABOVE],
-            "per_index": per_index, "V": V, "summary": summary}
+    return Diagnosis(summary=summary, quantities={
+        "declared": policy, "below": sides[BELOW], "above": sides[ABOVE],
+        "per_index": per_index, "V": V})

@@ -2,8 +2,8 @@
 
 Protocols
     ``reorder``  (C-ORD-01) the kernel on its inputs and on copies whose reduction
-                 index is permuted (x's last axis for sum; a's columns together with
-                 b's rows for matmul): the exact result is unchanged, only the order the
+                 index is permuted (the input axes the op's ``reorder`` capability
+                 names, permuted together): the exact result is unchanged, only the order the
                  kernel meets the terms in differs.  Every schedule is compared with the
                  oracle, and binds ``reorder_spread`` -- the elementwise distance between
                  the extreme schedules -- which two correct schedules keep within twice
@@ -35,25 +35,13 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
-from ..errors import UsageError
+from ..check.verdict import Diagnosis
 from ..formats import ulp
 from ..language.registry import detector, protocol
 from ..ops import upcast
-from .common import verdict_from
+from .common import lacking, verdict_from
 
 # -- helpers ----------------------------------------------------------------------------------
-
-#: per op: the input axes that carry the reduction index, and the output axis that
-#: carries it too (None: the output does not depend on the index's order at all)
-REORDER_AXES: dict[str, tuple[dict, Optional[int]]] = {
-    "sum": ({"x": -1}, None),
-    "matmul": ({"a": -1, "b": -2}, None),
-    "linear_gelu": ({"x": -1, "w": -2}, None),
-    "attention": ({"k": -2, "v": -2}, None),
-    "softmax": ({"x": -1}, -1),
-    "layernorm": ({"x": -1, "weight": -1, "bias": -1}, -1),
-}
-
 
 def _f64(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
@@ -160,13 +148,6 @@ def _group_key(case) -> tuple:
 
 # -- C-ORD-01: reduction order ----------------------------------------------------------------
 
-def _reorder_axes(ctx: Context) -> tuple[dict, Optional[int]]:
-    if ctx.op.name not in REORDER_AXES:
-        raise UsageError(f"protocol reorder does not know the reduction index of op "
-                         f"{ctx.op.name!r}; it supports {', '.join(REORDER_AXES)}")
-    return REORDER_AXES[ctx.op.name]
-
-
 def schedules(n: int, count: int, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     """``count`` orders of a reduction index of length n: as given, reversed, then
     random permutations (seeded)."""
@@ -176,17 +157,17 @@ def schedules(n: int, count: int, rng: np.random.Generator) -> list[tuple[str, n
     return out[:max(2, count)] if n > 1 else out[:1]
 
 
-@protocol("reorder", params={"orders": (int, 4), "kwargs": (dict, {})},
+@protocol("reorder", oracles=("fp64",), params={"orders": (int, 4), "kwargs": (dict, {})},
           provides=("reorder_spread",),
           description="the kernel on its inputs and on copies whose reduction index is "
                       "permuted (the exact result is unchanged); each order against the "
                       "oracle, and reorder_spread: max - min over the orders, elementwise")
 def reorder(ctx: Context):
     t0 = time.perf_counter()
-    axes, out_axis = _reorder_axes(ctx)
-    if ctx.op.name == "attention" and ctx.kwargs().get("causal"):
-        return ctx.skipped("permuting the keys of causal attention changes the result: "
-                           "reorder applies to causal=False only")
+    spec = ctx.op.reorder(ctx.kwargs())
+    if not spec:
+        return lacking(ctx, spec)
+    axes, out_axis = dict(spec.inputs), spec.output_axis
     comps: list[Comparison] = []
     groups: list[dict] = []
     skipped = 0
@@ -232,7 +213,7 @@ def _ratio(num: np.ndarray, den) -> tuple[float, Optional[tuple]]:
 
 @detector("reorder_spread", "spread across reduction orders and distance from the oracle, "
                             "each against the order-independent bound")
-def reorder_spread(ctx: Context, evidence) -> dict:
+def reorder_spread(ctx: Context, evidence) -> Diagnosis:
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     best = {"spread_ratio": 0.0, "error_ratio": 0.0}
     where = {}
@@ -276,8 +257,7 @@ def reorder_spread(ctx: Context, evidence) -> dict:
     else:
         s = "within the order-independent bound"
         sig["finding"] = "none"
-    sig["summary"] = s
-    return sig
+    return Diagnosis(summary=s, quantities=sig)
 
 
 def _round(v: float) -> float:
@@ -286,7 +266,7 @@ def _round(v: float) -> float:
 
 # -- C-ORD-02: run-to-run determinism ---------------------------------------------------------
 
-@protocol("repeat", params={"runs": (int, 4), "kwargs": (dict, {})},
+@protocol("repeat", oracles=("self",), params={"runs": (int, 4), "kwargs": (dict, {})},
           provides=("first",),
           description="the same inputs (fresh copies) run several times in a row; first "
                       "(and ref): the first run's output")
@@ -350,7 +330,7 @@ def rounding_scale(ctx: Context, cmp: Comparison) -> np.ndarray:
 @detector("run_to_run", "elements that differ between repeated runs, their pattern (rows, "
                         "columns, scattered) and their distance (ulp, and against the rounding "
                         "a correct evaluation is allowed)")
-def run_to_run(ctx: Context, evidence) -> dict:
+def run_to_run(ctx: Context, evidence) -> Diagnosis:
     groups = list(evidence.get("groups") or [])
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     worst: Optional[dict] = None
@@ -381,7 +361,7 @@ def run_to_run(ctx: Context, evidence) -> dict:
         if worst is None or len(p["runs_differing"]) and p["differing"] > worst["differing"]:
             worst = p
     if worst is None or not worst["runs_differing"]:
-        return {"pattern": "none", "summary": "every run gave the same bits"}
+        return Diagnosis(summary="every run gave the same bits", quantities={"pattern": "none"})
     mu, ratio = worst["max_ulp"], worst["rounding_ratio"]
     if ratio <= 2:
         depth = "rounding"
@@ -401,9 +381,9 @@ def run_to_run(ctx: Context, evidence) -> dict:
     sig["rounding_ratio"] = _round(ratio)
     sig["depth"] = depth
     where = f"run {worst['run']} against run 1: " if "run" in worst else ""
-    sig["summary"] = (f"{worst['distinct_results']} distinct results in {worst['runs']} runs "
-                      f"of identical inputs; {where}{_pattern_words(worst)}; they differ {how}")
-    return sig
+    summary = (f"{worst['distinct_results']} distinct results in {worst['runs']} runs "
+               f"of identical inputs; {where}{_pattern_words(worst)}; they differ {how}")
+    return Diagnosis(summary=summary, quantities=sig)
 
 
 # -- C-ORD-03: batch and partition invariance -----------------------------------------------
@@ -445,13 +425,17 @@ def arrangements(probe: list, others: list, size: int, rng: np.random.Generator,
     return out
 
 
-@protocol("batch", params={"batch_sizes": (list, [1, 3, 16, 64]), "probes": (int, 8),
-                           "kwargs": (dict, {})},
+@protocol("batch", oracles=("self",),
+          params={"batch_sizes": (list, [1, 3, 16, 64]), "probes": (int, 8),
+                  "kwargs": (dict, {})},
           provides=("alone",),
           description="probe rows computed alone, then inside batches of other sizes and "
                       "compositions; alone (and ref): the probe rows computed one by one")
 def batch(ctx: Context):
     t0 = time.perf_counter()
+    rows_cap = ctx.op.batch_rows()
+    if not rows_cap:
+        return lacking(ctx, rows_cap)
     sizes = sorted({int(b) for b in ctx.param("batch_sizes") or [] if int(b) >= 1})
     comps: list[Comparison] = []
     skipped = 0
@@ -512,7 +496,7 @@ def batch(ctx: Context):
 
 @detector("batch_dependence", "rows whose bits change with the batch: which rows, in "
                               "batches of which sizes, and whether the composition matters")
-def batch_dependence(ctx: Context, evidence) -> dict:
+def batch_dependence(ctx: Context, evidence) -> Diagnosis:
     comps: list[Comparison] = list(evidence.get("comparisons") or [])
     axis = int(evidence.get("row_axis", 0))
     probes = evidence.get("probes") or {}
@@ -546,8 +530,7 @@ def batch_dependence(ctx: Context, evidence) -> dict:
     if evidence.get("dropped"):
         sig["sizes_not_run"] = list(evidence["dropped"])
     if not differ:
-        sig["summary"] = "every probe row keeps its bits in every batch"
-        return sig
+        return Diagnosis(summary="every probe row keeps its bits in every batch", quantities=sig)
     s = (f"row bits depend on the batch: {len(rows)} of {probed} probe rows differ from "
          f"their alone result in batches of {_join(differ)}")
     if agree:
@@ -560,8 +543,7 @@ def batch_dependence(ctx: Context, evidence) -> dict:
         s += (f"; {len(unstable)} probe rows also change between two runs alone: the kernel is "
               f"not run-to-run deterministic either (C-ORD-02), so part of this is not the "
               f"batch")
-    sig["summary"] = s
-    return sig
+    return Diagnosis(summary=s, quantities=sig)
 
 
 def _case_text(case) -> str:

@@ -29,13 +29,19 @@ from typing import Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..check.verdict import Diagnosis
+from ..errors import UsageError
 from ..formats import get_format, is_subnormal
 from ..language.registry import detector, protocol
 from ..ops import FAMILY_DESCRIPTIONS
-from ..ops.families import get_family
-from .common import compare_cases, verdict_from
+from ..ops.base import Lacks
+from .common import compare_cases, lacking, verdict_from
 from .fingerprint import (fingerprint_attention, fingerprint_matmul, fingerprint_sum,
-                          identify_rounding, nearest_accumulator, rounded, short)
+                          identify_rounding, nearest_accumulator, short)
+
+#: the fingerprint probes by the computation they probe (an op's ``fingerprint.kind``)
+FINGERPRINT_PROBES = {"inner_product": fingerprint_matmul, "row_sum": fingerprint_sum,
+                      "attention_pv": fingerprint_attention}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -100,23 +106,10 @@ def dec_bits_declared(ctx: Context) -> int:
     return int(ctx.claims.accumulate.precision)
 
 
-def _attention_emulation(x: dict, fmt: str, round_p: bool, causal: bool) -> np.ndarray:
-    from ..ops._math import softmax
-    from ..ops.attention import causal_mask
-    q, k, v = (rounded(x[n], fmt) for n in ("q", "k", "v"))
-    with np.errstate(all="ignore"):
-        s = np.matmul(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])
-        if causal:
-            s = np.where(causal_mask(q.shape[-2], k.shape[-2]), s, -np.inf)
-        p = softmax(s)
-        if round_p:
-            p = rounded(p, fmt)
-        return np.matmul(p, v)
-
-
 def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
-    """Which narrower operand format's emulation explains the kernel's error:
-    the residual |out - emulation| as a share of |out - oracle|."""
+    """Which narrower operand format's emulation explains the kernel's error (the op's
+    ``emulations`` capability): the residual |out - emulation| as a share of
+    |out - oracle|."""
     dtype = ctx.dtype.name
     cands = [f for f in ("tfloat32", "float16", "bfloat16") if _narrower(f, dtype)]
     if not cands or not comps:
@@ -131,17 +124,8 @@ def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
         if base == 0.0:
             continue
         for f in cands:
-            variants = [("operands", False)]
-            if ctx.op.name == "attention":
-                variants.append(("operands and probabilities", True))
-            for label, rp in variants:
+            for label, emul in ctx.op.emulations(x, f, **kw):
                 with np.errstate(all="ignore"):
-                    if ctx.op.name == "attention":
-                        emul = _attention_emulation(x, f, rp, bool(kw.get("causal", False)))
-                    else:
-                        xr = {k: (rounded(v, f) if np.asarray(v).dtype.kind == "f" else v)
-                              for k, v in x.items()}
-                        emul = ctx.op.oracle(xr, **kw)
                     d = c.out - emul
                 ok = fin & np.isfinite(d)
                 if not ok.any():
@@ -152,19 +136,34 @@ def _substitution(ctx: Context, comps: list[Comparison]) -> Optional[dict]:
     return best
 
 
+def _fingerprint(ctx: Context, dtype: str):
+    """The op's fingerprint probe (its ``fingerprint`` capability) run on the kernel, or
+    None when the op declares none."""
+    probe = ctx.op.fingerprint
+    if probe is None:
+        return None
+    fn = FINGERPRINT_PROBES.get(probe.kind)
+    if fn is None:
+        raise UsageError(f"op {ctx.op.name!r} names the fingerprint probe {probe.kind!r}; "
+                         f"known: {', '.join(FINGERPRINT_PROBES)}")
+    call = _caller(ctx)
+    if probe.adapt is not None:
+        call = probe.adapt(call)
+    return fn(call, dtype, **dict(probe.options))
+
+
 # -- precision fingerprint (C-PRC-01 / C-PRC-04) ---------------------------------------------
 
 @detector("precision_fingerprint",
           "the recipe the kernel ran: operand format x accumulator format, effective "
-          "accumulator bits (order-independent probes for matmul, sum, linear_gelu and "
-          "attention's p @ v; an operand-rounding emulation and the error-equivalent bits "
-          "otherwise)")
-def precision_fingerprint(ctx: Context, evidence) -> dict:
+          "accumulator bits (the op's order-independent fingerprint probe where it declares "
+          "one: inner products, row sums, the probabilities' product with v; the op's "
+          "narrowed-operand emulations and the error-equivalent bits otherwise)")
+def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     cls = ctx.contract.cls
     dtype = ctx.dtype.name
     declared = ctx.claims.accumulate.name
-    op = ctx.op.name
     out: dict = {"declared_accumulator": declared, "declared_operands": dtype}
     req = _required_precision(ctx, [c for c in comps if not c.passed])
     if req is not None:
@@ -174,25 +173,18 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
     fp = None
     if gross >= 0.5:
         pass  # wrong results, not rounding: no recipe to fingerprint
-    elif op == "matmul":
-        fp = fingerprint_matmul(_caller(ctx), dtype)
-    elif op == "sum":
-        fp = fingerprint_sum(_caller(ctx), dtype)
-    elif op == "linear_gelu":
-        call = _caller(ctx)
-        fp = fingerprint_matmul(
-            lambda a, b: call(a, b, np.zeros(b.shape[-1], dtype=b.dtype)), dtype,
-            positive=True, growth=())
-    elif op == "attention":
-        fp = fingerprint_attention(_caller(ctx), dtype)
+    else:
+        fp = _fingerprint(ctx, dtype)
     if fp is not None:
         if fp.accumulator_bits is None and req is not None and fp.confidence >= 0.9:
             fp.accumulator_bits = req if req < ctx.claims.accumulate.precision else None
         out.update(fp.as_dict())
         operand, acc, bits = fp.operand_format, fp.accumulator_format, fp.accumulator_bits
-        if (op == "attention" and gross < 0.5 and not (operand and _narrower(operand, dtype))
+        if (not ctx.op.fingerprint.covers_operands and gross < 0.5
+                and not (operand and _narrower(operand, dtype))
                 and (cls == "C-PRC-04" or fp.confidence < 0.9)):
-            # the p @ v probe cannot see q and k: an emulation can
+            # the probe cannot see every operand (attention's p @ v: not q and k): an
+            # emulation can
             sub = _substitution(ctx, [c for c in comps if not c.passed])
             if sub is not None:
                 out["substitution"] = {k: (round(v, 3) if isinstance(v, float) else v)
@@ -225,6 +217,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
         out.update({"operand_format": operand, "accumulator_format": acc,
                     "accumulator_bits": bits})
     recipe = out.get("recipe", "")
+    refined = None
     dec_bits = ctx.claims.accumulate.precision
     narrow_acc = acc is not None and _narrower(acc, declared)
     narrow_op = operand is not None and _narrower(operand, dtype)
@@ -248,7 +241,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
                    f"{recipe}: an undeclared operand substitution (C-PRC-04) costs the "
                    f"precision")
         if cls == "C-PRC-01":
-            out["refined_code"] = "operand-substitution"
+            refined = "operand-substitution"
     elif fp is None and req is not None and req < dec_bits - 2:
         summary = (f"the error corresponds to a ~{req:g}-bit accumulator, narrower than "
                    f"the declared {short(declared)} ({dec_bits} bits): partial results are "
@@ -256,8 +249,7 @@ def precision_fingerprint(ctx: Context, evidence) -> dict:
     else:
         summary = (f"error above the {short(declared)}-accumulation bound; "
                    f"fingerprint: {recipe or 'not identified'}")
-    out["summary"] = summary
-    return out
+    return Diagnosis(summary=summary, quantities=out, code=refined)
 
 
 # -- C-PRC-02: unstable formulations ---------------------------------------------------------
@@ -276,13 +268,14 @@ def _describe_family(name: str) -> str:
     return f"'{name}' ({d})" if d else f"'{name}'"
 
 
-def _kappa_exponent(ctx: Context, comps: list[Comparison]) -> Optional[float]:
-    """log(error / (u mag)) / log(kappa) on the failing layernorm cases: about 1 for a
-    stable formulation (centring error ~ kappa u), about 2 for E[x^2]-E[x]^2."""
+def _conditioning_exponent(ctx: Context, comps: list[Comparison], name: str) -> Optional[float]:
+    """log(error / (u mag)) / log(kappa) on the failing cases, kappa the op's condition
+    number quantity ``name``: about 1 for a stable formulation (layernorm's centring error
+    ~ kappa u), about 2 for E[x^2]-E[x]^2."""
     u = ctx.claims.accumulate.u
     vals = []
     for c in comps:
-        k = c.env.get("kappa")
+        k = c.env.get(name)
         mag = c.env.get("mag")
         if k is None or mag is None:
             continue
@@ -299,7 +292,7 @@ def _kappa_exponent(ctx: Context, comps: list[Comparison]) -> Optional[float]:
 
 @detector("unstable_formulation",
           "per input family pass rate and the unstable formulation that fails that way")
-def unstable_formulation(ctx: Context, evidence) -> dict:
+def unstable_formulation(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     fams = _family_table(comps)
     failing = [f for f, (p, t) in fams.items() if p < t]
@@ -308,32 +301,14 @@ def unstable_formulation(ctx: Context, evidence) -> dict:
     nonfinite = 0
     for c in bad:
         nonfinite += int(np.count_nonzero(~np.isfinite(c.out) & np.isfinite(c.ref)))
-    op = ctx.op.name
-    stress = [f for f in failing if f in ("offset", "large", "logits")]
-    suspected = ""
     extra: dict = {}
-    if op in ("softmax", "attention"):
-        where = "softmax inside attention" if op == "attention" else "softmax"
-        if nonfinite:
-            suspected = (f"exp without max subtraction in {where}: exp overflowed "
-                         f"({nonfinite} outputs NaN/Inf where the oracle is finite)")
-        elif stress:
-            suspected = (f"exp without (exact) max subtraction in {where}: large exp "
-                         "arguments lose precision")
-    elif op == "layernorm":
-        if "offset" in failing:
-            expo = _kappa_exponent(ctx, [c for c in bad if c.case.family == "offset"])
-            if expo is not None:
-                extra["kappa_exponent"] = round(expo, 2)
-            if nonfinite:
-                suspected = ("variance as E[x²]−E[x]²: cancellation made the variance "
-                             f"negative or zero ({nonfinite} outputs NaN/Inf)")
-            else:
-                suspected = "variance as E[x²]−E[x]² (one pass: catastrophic cancellation)"
-                if expo is not None:
-                    suspected += f"; error grows like kappa^{expo:.1f} (stable: kappa^1)"
-        elif "large" in failing:
-            suspected = "squares overflow: x² summed without rescaling"
+    expo = None
+    cq = ctx.op.conditioning_quantity
+    if cq and "offset" in failing:
+        expo = _conditioning_exponent(ctx, [c for c in bad if c.case.family == "offset"], cq)
+        if expo is not None:
+            extra[f"{cq}_exponent"] = round(expo, 2)
+    suspected = ctx.op.unstable_formulation(failing, nonfinite, expo) or ""
     if not suspected:
         suspected = ("inaccurate on every family: not a stability signature"
                      if not passing else "a formulation that is unstable on "
@@ -347,78 +322,29 @@ def unstable_formulation(ctx: Context, evidence) -> dict:
         summary += f" while {pass_txt} pass{'es' if len(passing) == 1 else ''}"
     summary += f"; suspected: {suspected}"
     out = {"family_pass_rate": rate, "failing_families": failing, "passing_families": passing,
-           "suspected_formulation": suspected, "nonfinite_outputs": nonfinite,
-           "summary": summary}
+           "suspected_formulation": suspected, "nonfinite_outputs": nonfinite}
     out.update(extra)
-    return out
+    return Diagnosis(summary=summary, quantities=out)
 
 
 # -- C-PRC-03: subnormals ----------------------------------------------------------------------
-
-def _signs(rng, shape):
-    return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
-
 
 def _store(values, storage):
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         return np.asarray(values, dtype=np.float64).astype(storage)
 
 
-def subnormal_inputs(op, shape: dict, fmt, kind: str, rng) -> Optional[dict]:
-    """Crafted inputs for the subnormal probes (None: the probe says nothing for this op/format).
-
-    ``kind == "inputs"``: subnormal inputs, whose results are normal numbers where the
-    op allows it (a flush of the inputs then shows as a zero where a normal number
-    belongs).  ``kind == "outputs"``: normal inputs whose exact results are subnormal."""
-    fmt = get_format(fmt)
-    tiny = fmt.tiny
-    sub = get_family("subnormal")
-    name = op.name
-    shapes = op.input_shapes(shape)
-    if name == "matmul":
-        sa, sb = shapes["a"], shapes["b"]
-        if kind == "inputs":
-            a = sub(sa, rng, fmt)
-            b = rng.uniform(1.0, 2.0, sb) * _signs(rng, sb) * 2.0 ** (fmt.precision - 1)
-        else:
-            a = rng.uniform(1.0, 2.0, sa) * _signs(rng, sa) * tiny * 2.0 ** 4
-            b = rng.uniform(1.0, 2.0, sb) * _signs(rng, sb) * 2.0 ** -9
-        return {"a": _store(a, fmt.dtype), "b": _store(b, fmt.dtype)}
-    if name == "sum":
-        s = shapes["x"]
-        if kind == "inputs":
-            row_sign = _signs(rng, (s[0], 1))
-            x = rng.uniform(0.125, 1.0, s) * tiny * row_sign
-        else:
-            n = s[1] - s[1] % 2
-            if n < 2:
-                return None
-            q = fmt.smallest_subnormal
-            t = np.round(rng.uniform(1.5, 2.0, (s[0], n // 2)) * tiny / q) * q
-            dmax = max(1, int(tiny / q / n))
-            d = rng.integers(1, dmax + 1, (s[0], n // 2)) * q
-            sign = _signs(rng, (s[0], n // 2))
-            pairs = np.stack([t * sign, -(t - d) * sign], axis=-1).reshape(s[0], n)
-            x = np.zeros(s)
-            for r in range(s[0]):
-                x[r, :n] = pairs[r, rng.permutation(n)]
-        return {"x": _store(x, fmt.dtype)}
-    if name == "gelu":
-        s = shapes["x"]
-        x = sub(s, rng, fmt) if kind == "inputs" else \
-            rng.uniform(1.0, 1.99, s) * tiny * _signs(rng, s)
-        return {"x": _store(x, fmt.dtype)}
-    if name == "cast":
-        s = shapes["x"]
-        f32 = get_format("float32")
-        if kind == "inputs" and fmt.emin != f32.emin:
-            return None  # float32 subnormals round to zero in this format anyway
-        x = sub(s, rng, fmt)
-        return {"x": _store(x, np.float32)}
-    return None
+def _signs(rng, shape):
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
 
 
-@protocol("subnormal_probe",
+def subnormal_inputs(op, shape: dict, fmt, kind: str, rng):
+    """The op's crafted subnormal probe (its ``subnormal_inputs`` capability): a dict of
+    inputs, None when this probe says nothing at this format, or :class:`Lacks`."""
+    return op.subnormal_inputs(shape, get_format(fmt), kind, rng)
+
+
+@protocol("subnormal_probe", oracles=("fp64",),
           params={"probes": ((list, tuple), ("inputs", "outputs")), "kwargs": (dict, {})},
           description="crafted subnormal inputs (results normal where possible) and normal "
                       "inputs with subnormal results, per op")
@@ -430,6 +356,8 @@ def subnormal_probe(ctx: Context):
             for trial in range(ctx.protocol.trials):
                 rng = ctx.rng(ctx.op.describe_shape(shape), "subnormal", kind, trial)
                 inputs = subnormal_inputs(ctx.op, shape, ctx.dtype, kind, rng)
+                if isinstance(inputs, Lacks):
+                    return lacking(ctx, inputs)
                 if inputs is None:
                     continue
                 case = ctx.case(shape, f"subnormal-{kind}", trial)
@@ -444,7 +372,7 @@ def subnormal_probe(ctx: Context):
 @detector("subnormal_flush",
           "where subnormals were flushed to zero: the inputs (DAZ) or the outputs (FTZ), "
           "with counts")
-def subnormal_flush(ctx: Context, evidence) -> dict:
+def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     out_fmt = ctx.op.output_format(ctx.dtype)
     kw = ctx.kwargs()
@@ -503,10 +431,10 @@ def subnormal_flush(ctx: Context, evidence) -> dict:
     where = ("inputs and outputs" if inputs_flushed and outputs_flushed else
              "inputs" if inputs_flushed else "outputs" if outputs_flushed else
              "inputs or outputs" if inputs_unclear else "none")
-    return {"flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
-            "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
-            "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite,
-            "summary": "; ".join(parts)}
+    return Diagnosis(summary="; ".join(parts), quantities={
+        "flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
+        "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
+        "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite})
 
 
 # -- C-PRC-04 cast: rounding mode ---------------------------------------------------------------
@@ -539,12 +467,14 @@ def conversion_inputs(shape: dict, fmt, kind: str, rng) -> dict:
     return {"x": _store((x * sign).reshape(R, N), np.float32)}
 
 
-@protocol("conversion_probe",
+@protocol("conversion_probe", oracles=("fp64",),
           params={"probes": ((list, tuple), ("ties", "overflow-edge")), "kwargs": (dict, {})},
           description="the families, plus exact ties and values at the overflow threshold of "
                       "the target format (cast)")
 def conversion_probe(ctx: Context):
     t0 = time.perf_counter()
+    if not ctx.op.conversion:
+        return lacking(ctx, Lacks("conversion", "the op is not a format conversion"))
     cases = list(ctx.iter_cases())
     for shape in ctx.shapes():
         for kind in ctx.param("probes"):
@@ -559,7 +489,7 @@ def conversion_probe(ctx: Context):
 @detector("rounding_mode",
           "the rounding mode the conversion matches: nearest-even, nearest-away, toward zero, "
           "toward +inf, toward -inf")
-def rounding_mode(ctx: Context, evidence) -> dict:
+def rounding_mode(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     fmt = ctx.op.output_format(ctx.dtype)
     xs, outs = [], []
@@ -571,7 +501,7 @@ def rounding_mode(ctx: Context, evidence) -> dict:
         xs.append(np.asarray(x)[fin])
         outs.append(c.out[fin])
     if not xs:
-        return {"summary": "no conversion inputs to compare"}
+        return Diagnosis(summary="no conversion inputs to compare")
     info = identify_rounding(np.concatenate(xs), np.concatenate(outs), fmt)
     m = info["rounding_mode"]
     share = info["rounding_matches"][m]
@@ -585,8 +515,7 @@ def rounding_mode(ctx: Context, evidence) -> dict:
     else:
         summary = (f"no IEEE rounding mode explains the conversion (closest: "
                    f"{info['rounding_mode_name']}, {share:.0%}; nearest-even {rne:.0%})")
-    info["summary"] = summary
-    return info
+    return Diagnosis(summary=summary, quantities=info)
 
 
 __all__ = ["precision_fingerprint", "unstable_formulation", "subnormal_probe", "subnormal_flush",

@@ -62,7 +62,8 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
 
 @main.command("check", context_settings={"show_default": True})
 @click.argument("kernel")
-@click.option("--op", help="the op the kernel implements (kcontract list shows them)")
+@click.option("--op", help="the op the kernel implements (kcontract list shows them), or a "
+                           "user-defined op: path/to/ops.py:NAME or module:NAME")
 @click.option("--dtype", help="the kernel's dtype: float64 float32 float16 bfloat16 float8_e4m3fn float8_e5m2")
 @click.option("--framework", default="numpy", help="numpy or torch")
 @click.option("--device", default="cpu", help="torch device string (cuda, mps, xpu, ...)")
@@ -100,12 +101,16 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
         spec = load_check_file(kernel)
         if not spec.kernel:
             raise UsageError(f"{kernel} names no kernel (add `kernel: path/to/file.py:function`)")
-        ops = sorted({c.op for c in spec.contracts})
-        if len(ops) != 1:
+        ops = sorted({c.op for c in spec.contracts if not c.generic})
+        if len(ops) > 1:
             raise UsageError(f"{kernel}: a check file's contracts must share one op, got {ops}")
-        if op and op != ops[0]:
-            raise UsageError(f"--op {op} contradicts the contract file's op {ops[0]}")
-        op = ops[0]
+        if ops:
+            if op and op != ops[0] and _op_name(op) != ops[0]:
+                raise UsageError(f"--op {op} contradicts the contract file's op {ops[0]}")
+            op = ops[0]
+        elif not op:
+            raise UsageError(f"{kernel}: its contracts are generic (scope.op: any); name the "
+                             f"op with --op")
         base = os.path.dirname(os.path.abspath(kernel))
         target = spec.kernel
         path_part = target.rpartition(":")[0]
@@ -153,5 +158,10 @@ def parse_seed(text) -> tuple[int, bool]:
 
 
 def _ops() -> str:
-    from ..ops import OPS
-    return ", ".join(OPS)
+    from ..ops import known_names
+    return ", ".join(known_names()) + ", or a user-defined op path/to/ops.py:NAME"
+
+
+def _op_name(op: str) -> str:
+    from ..ops import get_op
+    return get_op(op).name

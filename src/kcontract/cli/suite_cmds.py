@@ -18,16 +18,21 @@ from . import EXIT_FAIL, EXIT_OK, main
 @click.option("--op", help="only contracts of this op")
 @click.option("--class", "cls", help="only this contract class (e.g. C-PRC-01)")
 def list_command(op, cls):
-    """The contract classes and the contracts of the suite."""
+    """The ops, the contract classes and the contracts of the suite (--op: also a
+    user-defined op, path/to/ops.py:NAME or module:NAME, with the generic contracts)."""
     from ..classes import CLASSES
-    from ..ops import get_op
-    from ..suite import load_suite
+    from ..ops import OPS, get_op
+    from ..suite import load_generic, load_suite
     if op:
-        get_op(op)
+        op = get_op(op).name
     if cls and cls not in CLASSES:
         raise UsageError(f"unknown contract class {cls!r}{did_you_mean(cls, CLASSES)}")
     console = Console()
     contracts = load_suite()
+    if op and not any(k.op == op for k in contracts):
+        contracts = [k for k in load_generic()]
+        op = None
+    _ops_table(console, [get_op(op)] if op else list(OPS.values()), contracts)
     t = Table(title="contract classes", title_justify="left")
     for col in ("class", "family", "primitive", "name", "contracts"):
         t.add_column(col)
@@ -47,6 +52,17 @@ def list_command(op, cls):
             continue
         t2.add_row(k.id, k.cls, k.op, " ".join(k.scope.dtypes), k.protocol.kind, k.title)
     console.print(t2)
+
+
+def _ops_table(console, ops, contracts) -> None:
+    t = Table(title="ops", title_justify="left")
+    for col in ("op", "calling convention", "contracts", "optional capabilities"):
+        t.add_column(col)
+    for o in ops:
+        own = sum(1 for k in contracts if k.op == o.name)
+        caps = ", ".join(k for k, v in o.capabilities().items() if v)
+        t.add_row(o.name, o.summary, str(own) if own else "generic", caps)
+    console.print(t)
 
 
 @main.command("explain")

@@ -20,7 +20,7 @@ from .. import claims as _claims
 from ..errors import ContractError, SourceLocation, UsageError, did_you_mean
 from ..formats import ALIASES, KERNEL_DTYPES
 from . import vocabulary as V
-from .contract import CheckSpec, Contract, Protocol, Scope, Signature
+from .contract import ANY_OP, CheckSpec, Contract, Protocol, Scope, Signature
 from .expr import CompiledExpr, parse_expr
 from .registry import ORACLES
 
@@ -301,9 +301,13 @@ class _Document:
         description = self.string(m["description"][1], "description") if "description" in m else ""
         scope = self.scope(m["scope"][1])
         from ..ops import get_op
-        op = get_op(scope.op)
+        op = scope.op if scope.op == ANY_OP else get_op(scope.op)
         protocol = self.protocol(m["protocol"][1], op)
         oracle = self.choice(m["oracle"][1], "oracle", tuple(ORACLES), "oracle")
+        accepted = V.registered_protocols()[protocol.kind].oracles
+        if accepted and oracle not in accepted:
+            raise self.error(f"protocol {protocol.kind} measures against the oracle "
+                             f"{' or '.join(accepted)}, not '{oracle}'", m["oracle"][1])
         signature = self.signature(m["signature"][1])
         declared = ()
         if "claims" in m:
@@ -335,9 +339,8 @@ class _Document:
         return contract, id_node
 
     def scope(self, node) -> Scope:
-        from ..ops import OPS
         m = self.mapping(node, "scope", SCOPE_KEYS, SCOPE_REQUIRED)
-        op = self.choice(m["op"][1], "scope.op", tuple(OPS), "op")
+        op, op_spec = self.op(m["op"][1])
         dnode = m["dtypes"][1]
         if not isinstance(dnode, yaml.SequenceNode):
             raise self.error(f"scope.dtypes: expected a list of dtype names, got {_kind(dnode)}",
@@ -354,7 +357,26 @@ class _Document:
         if "requires" in m:
             requires = {k: _claims.parse_value(k, v) for k, v in
                         self.claim_values(m["requires"][1], "scope.requires").items()}
-        return Scope(op=op, dtypes=dtypes, frameworks=frameworks, requires=requires)
+        return Scope(op=op, dtypes=dtypes, frameworks=frameworks, requires=requires,
+                     op_spec=op_spec)
+
+    def op(self, node) -> tuple[str, Optional[str]]:
+        """``scope.op``: a known op's name, ``any`` (a generic contract), or a user-defined
+        op's spec ``ops.py:NAME`` (relative to this file) / ``module:NAME``."""
+        from ..ops import get_op, known_names
+        from ..ops.registry import is_spec
+        text = self.string(node, "scope.op")
+        if text == ANY_OP:
+            return ANY_OP, None
+        if is_spec(text):
+            import os
+            base = os.path.dirname(os.path.abspath(self.file)) if self.file else None
+            try:
+                op = get_op(text, base=base)
+            except UsageError as exc:
+                raise self.error(f"scope.op: {exc}", node) from None
+            return op.name, op.origin or text
+        return self.choice(node, "scope.op", tuple(known_names()) + (ANY_OP,), "op"), None
 
     def protocol(self, node, op) -> Protocol:
         from ..ops import FAMILIES
@@ -370,6 +392,10 @@ class _Document:
             kw["families"] = self.name_list(m["families"][1], "protocol.families",
                                             tuple(FAMILIES), "input family")
         if "shapes" in m:
+            if op == ANY_OP:
+                raise self.error("protocol.shapes: a generic contract (scope.op: any) names no "
+                                 "shapes; it runs at each op's benchmarked shape",
+                                 m["shapes"][1])
             kw["shapes"] = self.shapes(m["shapes"][1], op)
         spec = specs[kind]
         params = {name: copy.deepcopy(default) for name, (_, default) in spec.params.items()}

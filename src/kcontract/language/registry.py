@@ -21,30 +21,38 @@ class ProtocolSpec:
     #: extra array names this protocol binds in expressions (besides out, ref, ...)
     provides: tuple[str, ...] = ()
     description: str = ""
+    #: the oracles (names of :data:`ORACLES`) this protocol measures against; a contract
+    #: naming another one is malformed
+    oracles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class DetectorSpec:
     name: str
-    run: Callable  # run(ctx, evidence) -> dict of signature quantities (with "summary")
+    run: Callable  # run(ctx, evidence) -> kcontract.check.verdict.Diagnosis
     description: str = ""
 
 
 PROTOCOLS: dict[str, ProtocolSpec] = {}
 DETECTORS: dict[str, DetectorSpec] = {}
-#: oracle name -> description (the computation is the op's float64 oracle, or the protocol's)
+#: oracle name -> description.  The reference each computes is in
+#: :mod:`kcontract.classes.oracles` (resolved by the runner and handed to the engine).
 ORACLES: dict[str, str] = {
     "fp64": "the op's float64 reference on the kernel's (rounded) inputs",
-    "unfused": "the float64 composition of the fused op's reference stages",
+    "unfused": "the float64 composition of the fused op's reference stages (or the declared "
+               "approximation of one of them, e.g. approximation=tanh)",
     "policy": "the declared policy applied to the float64 reference (exceptional values, indices)",
-    "self": "the kernel's own outputs under other conditions (reruns, batches, configurations)",
+    "self": "the kernel's own outputs under other conditions (reruns, batches, configurations); "
+            "the float64 reference gives the tolerance quantities",
 }
 
 
 def protocol(name: str, *, params: Mapping[str, tuple] | None = None,
-             provides: tuple[str, ...] = (), description: str = ""):
+             provides: tuple[str, ...] = (), description: str = "",
+             oracles: tuple[str, ...] = tuple(ORACLES)):
     def deco(fn):
-        PROTOCOLS[name] = ProtocolSpec(name, fn, dict(params or {}), tuple(provides), description)
+        PROTOCOLS[name] = ProtocolSpec(name, fn, dict(params or {}), tuple(provides), description,
+                                       tuple(oracles))
         return fn
     return deco
 

@@ -94,7 +94,10 @@ def _contract_properties() -> dict:
         "scope": {
             "type": "object",
             "properties": {
-                "op": {"enum": list(OPS)},
+                "op": {"anyOf": [{"enum": list(OPS) + ["any"]},
+                                 {"type": "string", "pattern": "^[^:]+:[A-Za-z_][A-Za-z0-9_]*$",
+                                  "description": "a user-defined op: path/to/ops.py:NAME or "
+                                                 "module:NAME"}]},
                 "dtypes": {"type": "array", "minItems": 1, "items": {"enum": list(KERNEL_DTYPES)}},
                 "frameworks": {"type": "array", "minItems": 1, "items": {"enum": list(FRAMEWORKS)}},
                 "requires": _claims_object("claims that must hold for the contract to apply"),

@@ -279,17 +279,22 @@ def names_for(op, protocol_kind: Optional[str] = None) -> dict[str, str]:
     """The names (and their types) the expressions of a contract on ``op`` measured
     by protocol ``protocol_kind`` may use.  ``op``: an op name or :class:`~kcontract.ops.Op`."""
     from ..ops import get_op
+    from ..ops.base import GENERIC_QUANTITIES
 
-    if isinstance(op, str):
+    generic = op == "any"
+    if isinstance(op, str) and not generic:
         op = get_op(op)
     names: dict[str, str] = {k: t for k, (t, _) in CORE_NAMES.items()}
     for k, t in _claim_types().items():
         names.setdefault(k, t)
-    for k in op.inputs:
-        names.setdefault(k, NUMBER)
-    for k in op.symbols:
-        names.setdefault(k, INT)
-    for k in op.quantity_names:
+    if not generic:
+        for k in op.inputs:
+            names.setdefault(k, NUMBER)
+        for k in op.symbols:
+            names.setdefault(k, INT)
+        for k in op.quantity_names:
+            names.setdefault(k, NUMBER)
+    for k in GENERIC_QUANTITIES:
         names.setdefault(k, NUMBER)
     if protocol_kind is not None:
         specs = registered_protocols()
@@ -307,7 +312,8 @@ def name_docs(op, protocol_kind: Optional[str] = None) -> dict[str, tuple[str, s
     """Like :func:`names_for`, with a one-line description of each name."""
     from ..ops import get_op
 
-    if isinstance(op, str):
+    generic = op == "any"
+    if isinstance(op, str) and not generic:
         op = get_op(op)
     docs = {}
     for k, t in names_for(op, protocol_kind).items():
@@ -315,12 +321,16 @@ def name_docs(op, protocol_kind: Optional[str] = None) -> dict[str, tuple[str, s
             d = CORE_NAMES[k][1]
         elif k in CLAIMS:
             d = f"declared claim: {CLAIMS[k].help}"
-        elif k in op.inputs:
+        elif not generic and k in op.inputs:
             d = f"input {k} of {op.name} (as the kernel received it), upcast to float64"
-        elif k in op.symbols:
+        elif not generic and k in op.symbols:
             d = f"shape symbol {k} of {op.name}"
-        elif k in op.quantity_names:
+        elif not generic and k in op.quantity_names:
             d = f"quantity {k} of {op.name}'s oracle"
+        elif k == "mag":
+            d = "the op's error scale (its magnitude quantity; |ref| unless the op says otherwise)"
+        elif k == "cond":
+            d = "the op's condition number (1 unless the op declares one)"
         elif k in FORMATS:
             d = f"the format {k}"
         else:

@@ -1,21 +1,20 @@
-"""The op registry: one module per family of ops, each op a :class:`~.base.Op`."""
+"""The ops: one module per family of built-in ops, each op a :class:`~.base.Op`;
+user-defined ops (:func:`define_op`) and third-party ones (entry points ``kcontract.ops``)
+resolve through :mod:`.registry`.  ``docs/ops.md`` explains how to add an op."""
 from __future__ import annotations
 
-from ..errors import UsageError, did_you_mean
-from .base import Op, upcast
+from .base import Lacks, Op, upcast
 from .families import DESCRIPTIONS as FAMILY_DESCRIPTIONS, FAMILIES
+from .registry import BUILTIN, get_op, known_names, op_reference, register, register_builtin
+from .user import define_op
 from . import linalg, reductions, attention, gather, elementwise
 
-OPS: dict[str, Op] = {}
 for _mod in (linalg, reductions, attention, gather, elementwise):
     for _op in _mod.OPS:
-        OPS[_op.name] = _op
+        register_builtin(_op)
 
+#: the built-in ops by name
+OPS: dict[str, Op] = BUILTIN
 
-def get_op(name: str) -> Op:
-    if name not in OPS:
-        raise UsageError(f"unknown op {name!r}{did_you_mean(name, OPS)}; known: {', '.join(OPS)}")
-    return OPS[name]
-
-
-__all__ = ["Op", "OPS", "get_op", "upcast", "FAMILIES", "FAMILY_DESCRIPTIONS"]
+__all__ = ["Op", "OPS", "Lacks", "get_op", "define_op", "known_names", "op_reference", "register",
+           "upcast", "FAMILIES", "FAMILY_DESCRIPTIONS"]

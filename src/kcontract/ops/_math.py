@@ -41,3 +41,10 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
         m = np.max(x, axis=axis, keepdims=True)
         e = np.exp(x - m)
         return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def gelu_sigmoid(x: np.ndarray) -> np.ndarray:
+    """The sigmoid approximation x * sigmoid(1.702 x) (another function again)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x / (1.0 + np.exp(-1.702 * x))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Op
+from .base import Gather, Op
 from .families import get_family
 
 #: what each declared out-of-bounds policy makes of an index i into V rows
@@ -58,6 +58,6 @@ OPS = [
               basic_shape={"V": 100, "D": 32, "N": 64},
               shape_class=({"V": 1, "D": 1, "N": 1}, {"V": 7, "D": 3, "N": 13}, {"V": 127, "D": 17, "N": 5},
                            {"V": 100, "D": 32, "N": 64}, {"V": 1000, "D": 8, "N": 1000}),
-              row_inputs=("indices",),
+              row_inputs=("indices",), gather=Gather("table", "indices", "N"),
               summary="embedding(table, indices): table (V, D), indices int64 (N,) -> (N, D)"),
 ]

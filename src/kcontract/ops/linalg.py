@@ -1,10 +1,22 @@
 """matmul and the fused linear_gelu."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ._math import gelu, gelu_slope
-from .base import Op
+from ..formats import get_format, round_to
+from ._math import gelu, gelu_sigmoid, gelu_slope, gelu_tanh
+from .base import FingerprintProbe, Op, signs
+from .families import get_family
+
+
+def ieee_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The IEEE 754 float64 sum of products, independent of any BLAS: every term
+    a[i,k] * b[k,j] formed, then summed (NaN from Inf*0 and Inf - Inf as IEEE says)."""
+    with np.errstate(all="ignore"):
+        terms = a[..., :, :, None] * b[..., None, :, :]
+        return np.sum(terms, axis=-2)
 
 
 class MatMul(Op):
@@ -15,6 +27,12 @@ class MatMul(Op):
     def output_shape(self, s):
         batch = (s["B"],) if s.get("B", 0) else ()
         return batch + (s["M"], s["N"])
+
+    def symbolic_inputs(self):
+        return {"a": ("B", "M", "K"), "b": ("B", "K", "N")}
+
+    def symbolic_output(self):
+        return ("B", "M", "N")
 
     def solve_shape(self, x):
         a, b = np.shape(x["a"]), np.shape(x["b"])
@@ -40,6 +58,41 @@ class MatMul(Op):
 
     def num_rows(self, s):
         return s["M"]
+
+    def policy_reference(self, x, policy, **kw):
+        # the IEEE sum of products, whatever BLAS does with Inf * 0
+        ref, xq, extra = super().policy_reference(x, policy, **kw)
+        return ieee_matmul(xq["a"], xq["b"]), xq, extra
+
+    def overflow_inputs(self, shape, dtype, rng):
+        fmax = float(self.output_format(dtype).max)
+        M, K, N = shape["M"], shape["K"], shape["N"]
+        s = np.where(np.arange(M) % 2 == 0, 1.0, -1.0)
+        r = 2.0 ** np.linspace(-2.0, 2.0, M)
+        sa = math.sqrt(fmax / K)
+        # all-positive terms in a row (its sign applied to the whole row): the partial
+        # sums grow monotonically, so overflow happens exactly where the result overflows
+        a = (s * r)[:, None] * sa * rng.uniform(0.5, 1.5, (M, K))
+        b = sa * rng.uniform(0.5, 1.5, (K, N))
+        return {"a": self._store(a, self.input_format("a", dtype)),
+                "b": self._store(b, self.input_format("b", dtype))}
+
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        fmt = get_format(fmt)
+        shapes = self.input_shapes(shape)
+        sa, sb = shapes["a"], shapes["b"]
+        if kind == "inputs":
+            a = get_family("subnormal")(sa, rng, fmt)
+            b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** (fmt.precision - 1)
+        else:
+            a = rng.uniform(1.0, 2.0, sa) * signs(rng, sa) * fmt.tiny * 2.0 ** 4
+            b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** -9
+        return {"a": self._store(a, fmt.dtype), "b": self._store(b, fmt.dtype)}
+
+
+def _zero_bias(call):
+    """linear_gelu's kernel as ``call(a, b)``: a zero bias, so the probe sees x @ w."""
+    return lambda a, b: call(a, b, np.zeros(b.shape[-1], dtype=b.dtype))
 
 
 class LinearGelu(Op):
@@ -67,6 +120,27 @@ class LinearGelu(Op):
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "w": x["w"], "b": x["b"]}
 
+    def fusion_emulations(self, x, dtype, approximation="none", **kw):
+        pre = self.preactivation(x)
+        declared_tanh = approximation == "tanh"
+        out = []
+        with np.errstate(all="ignore"):
+            if declared_tanh:
+                out.append(("the erf form of GELU (exact), not the declared tanh form", gelu(pre)))
+            else:
+                out.append(("the tanh approximation of GELU after the product", gelu_tanh(pre)))
+            out.append(("the sigmoid approximation of GELU after the product", gelu_sigmoid(pre)))
+            act = gelu_tanh if declared_tanh else gelu
+            for f in ("tfloat32", "bfloat16", "float16"):
+                if get_format(f).precision >= dtype.precision:
+                    continue
+                xr = {"x": round_to(x["x"], f), "w": round_to(x["w"], f), "b": x["b"]}
+                out.append((f"the product computed with x and w rounded to {f}",
+                            act(self.preactivation(xr))))
+                out.append((f"the pre-activation rounded to {f} before GELU",
+                            act(round_to(pre, f))))
+        return out
+
 
 OPS = [
     MatMul(
@@ -77,6 +151,8 @@ OPS = [
                      {"M": 3, "K": 1000, "N": 2}, {"M": 16, "K": 255, "N": 31},
                      {"B": 3, "M": 5, "K": 33, "N": 9}),
         quantity_names=("mag",), row_inputs=("a",),
+        reorder_axes={"a": -1, "b": -2}, injection_inputs=("a", "b"),
+        fingerprint=FingerprintProbe("inner_product"),
         summary="matmul(a, b): a (..., M, K), b (..., K, N) -> (..., M, N)"),
     LinearGelu(
         name="linear_gelu", inputs=("x", "w", "b"), symbols=("M", "K", "N"), reduction=("K",),
@@ -84,5 +160,9 @@ OPS = [
         shape_class=({"M": 1, "K": 1, "N": 1}, {"M": 7, "K": 13, "N": 5}, {"M": 33, "K": 127, "N": 17},
                      {"M": 32, "K": 128, "N": 64}, {"M": 5, "K": 300, "N": 3}),
         quantity_names=("mag", "slope", "pre"), row_inputs=("x",),
+        reorder_axes={"x": -1, "w": -2},
+        approximations={"tanh": lambda x, **kw: gelu_tanh(LinearGelu.preactivation(None, x))},
+        fingerprint=FingerprintProbe("inner_product", adapt=_zero_bias,
+                                     options={"positive": True, "growth": ()}),
         summary="linear_gelu(x, w, b) = gelu(x @ w + b), erf form; oracle: the unfused composition"),
 ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._math import softmax
-from .base import RowsOp
+from .base import FingerprintProbe, RowsOp, signs
 from .families import get_family
+from ..formats import get_format
 
 _ROWS = ({"R": 1, "N": 1}, {"R": 7, "N": 13}, {"R": 3, "N": 127}, {"R": 16, "N": 256},
          {"R": 5, "N": 1000}, {"R": 2, "N": 4099}, {"R": 31, "N": 64})
@@ -26,6 +27,37 @@ class Sum(Rowwise):
         with np.errstate(all="ignore"):
             return {"mag": np.sum(np.abs(x["x"]), axis=-1)}
 
+    def overflow_inputs(self, shape, dtype, rng):
+        fmax = float(self.output_format(dtype).max)
+        R, N = shape["R"], shape["N"]
+        s = np.where(np.arange(R) % 2 == 0, 1.0, -1.0)
+        r = 2.0 ** np.linspace(-2.0, 2.0, R)
+        x = (s * r)[:, None] * (fmax / N) * rng.uniform(0.5, 1.5, (R, N))
+        return {"x": self._store(x, self.input_format("x", dtype))}
+
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        fmt = get_format(fmt)
+        tiny = fmt.tiny
+        s = self.input_shapes(shape)["x"]
+        if kind == "inputs":
+            row_sign = signs(rng, (s[0], 1))
+            x = rng.uniform(0.125, 1.0, s) * tiny * row_sign
+        else:
+            # pairs t, -(t - d) of normal numbers whose sum d is subnormal
+            n = s[1] - s[1] % 2
+            if n < 2:
+                return None
+            q = fmt.smallest_subnormal
+            t = np.round(rng.uniform(1.5, 2.0, (s[0], n // 2)) * tiny / q) * q
+            dmax = max(1, int(tiny / q / n))
+            d = rng.integers(1, dmax + 1, (s[0], n // 2)) * q
+            sign = signs(rng, (s[0], n // 2))
+            pairs = np.stack([t * sign, -(t - d) * sign], axis=-1).reshape(s[0], n)
+            x = np.zeros(s)
+            for r in range(s[0]):
+                x[r, :n] = pairs[r, rng.permutation(n)]
+        return {"x": self._store(x, fmt.dtype)}
+
 
 class Softmax(Rowwise):
     def oracle(self, x, **kw):
@@ -37,6 +69,50 @@ class Softmax(Rowwise):
         # mag: the output itself (softmax errors are relative); spread: how far below
         # the row max each logit is (exp's argument, whose rounding scales with it).
         return {"mag": np.abs(ref), "spread": np.abs(spread)}
+
+    def policy_reference(self, x, policy, **kw):
+        if policy != "mask":
+            return super().policy_reference(x, policy, **kw)
+        # an absent logit has probability 0; the row renormalises over the finite ones
+        xs = x["x"]
+        present = np.isfinite(xs)
+        with np.errstate(all="ignore"):
+            p = softmax(np.where(present, xs, -np.inf))
+            p = np.where(np.any(present, axis=-1, keepdims=True), p, 0.0)
+            m = np.max(np.where(present, xs, -np.inf), axis=-1, keepdims=True)
+            spread = np.where(present, m - xs, 0.0)
+        extra = {"mag": np.abs(p), "spread": np.abs(spread), "alt": np.zeros_like(p),
+                 "has_alt": np.zeros_like(p)}
+        return p, {"x": np.where(present, xs, 0.0)}, extra
+
+    def overflow_inputs(self, shape, dtype, rng):
+        return self.generate(shape, dtype, "logits", rng)
+
+    def unstable_formulation(self, failing, nonfinite, exponent):
+        stress = [f for f in failing if f in ("offset", "large", "logits")]
+        if nonfinite:
+            return (f"exp without max subtraction in softmax: exp overflowed "
+                    f"({nonfinite} outputs NaN/Inf where the oracle is finite)")
+        if stress:
+            return "exp without (exact) max subtraction in softmax: large exp arguments lose precision"
+        return None
+
+
+def masked_layernorm(x, w, b, eps):
+    """layernorm over each row's finite elements; 0 at absent positions (nan=mask)."""
+    present = np.isfinite(x)
+    cnt = np.sum(present, axis=-1, keepdims=True)
+    xz = np.where(present, x, 0.0)
+    with np.errstate(all="ignore"):
+        mu = np.sum(xz, axis=-1, keepdims=True) / np.maximum(cnt, 1)
+        dev = np.where(present, x - mu, 0.0)
+        var = np.sum(dev * dev, axis=-1, keepdims=True) / np.maximum(cnt, 1)
+        sd = np.sqrt(var + eps)
+        ref = np.where(present, dev / sd * w + b, 0.0)
+        kappa = np.sum(np.abs(xz), axis=-1, keepdims=True) / np.maximum(cnt, 1) / sd
+        xhat = np.abs(dev) / sd
+    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat}
+    return ref, q
 
 
 class LayerNorm(Rowwise):
@@ -77,16 +153,45 @@ class LayerNorm(Rowwise):
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "weight": x["weight"], "bias": x["bias"]}
 
+    def policy_reference(self, x, policy, eps=1e-5, **kw):
+        if policy != "mask":
+            return super().policy_reference(x, policy, eps=eps, **kw)
+        fin = {k: (np.where(np.isfinite(v), v, 0.0) if v.dtype.kind == "f" else v)
+               for k, v in x.items()}
+        ref, q = masked_layernorm(x["x"], x["weight"], x["bias"], eps)
+        q.update(alt=np.zeros_like(ref), has_alt=np.zeros_like(ref))
+        return ref, fin, q
+
+    def overflow_inputs(self, shape, dtype, rng):
+        return self.generate(shape, dtype, "large", rng)
+
+    def unstable_formulation(self, failing, nonfinite, exponent):
+        if "offset" in failing:
+            if nonfinite:
+                return ("variance as E[x²]−E[x]²: cancellation made the variance negative or "
+                        f"zero ({nonfinite} outputs NaN/Inf)")
+            text = "variance as E[x²]−E[x]² (one pass: catastrophic cancellation)"
+            if exponent is not None:
+                text += f"; error grows like kappa^{exponent:.1f} (stable: kappa^1)"
+            return text
+        if "large" in failing:
+            return "squares overflow: x² summed without rescaling"
+        return None
+
 
 OPS = [
     Sum(name="sum", inputs=("x",), symbols=("R", "N"), reduction=("N",),
         basic_shape={"R": 16, "N": 1024}, shape_class=_ROWS, row_inputs=("x",),
+        reorder_axes={"x": -1}, fingerprint=FingerprintProbe("row_sum"),
         summary="sum(x): over the last axis, (R, N) -> (R,)"),
     Softmax(name="softmax", inputs=("x",), symbols=("R", "N"), reduction=("N",),
             basic_shape={"R": 16, "N": 512}, shape_class=_ROWS, quantity_names=("mag", "spread"),
-            row_inputs=("x",), summary="softmax(x): over the last axis"),
+            row_inputs=("x",), reorder_axes={"x": -1}, reorder_output_axis=-1,
+            normalised_rows=True, summary="softmax(x): over the last axis"),
     LayerNorm(name="layernorm", inputs=("x", "weight", "bias"), symbols=("R", "N"),
               reduction=("N",), kwargs={"eps": 1e-5}, basic_shape={"R": 16, "N": 512},
               shape_class=_ROWS, quantity_names=("mag", "kappa", "xhat"), row_inputs=("x",),
+              reorder_axes={"x": -1, "weight": -1, "bias": -1}, reorder_output_axis=-1,
+              conditioning_quantity="kappa",
               summary="layernorm(x, weight, bias, eps=1e-5): over the last axis"),
 ]
