@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..claims import parse_declarations
+from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import write_json
 from . import EXIT_FAIL, EXIT_OK, main
@@ -63,7 +64,7 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
 @click.argument("kernel")
 @click.option("--op", help="the op the kernel implements (kcontract list shows them)")
 @click.option("--dtype", help="the kernel's dtype: float64 float32 float16 bfloat16 float8_e4m3fn float8_e5m2")
-@click.option("--framework", default="numpy", help="numpy or torch")
+@click.option("--framework", default="numpy", help="a registered framework: " + ", ".join(FRAMEWORKS))
 @click.option("--device", default="cpu", help="torch device string (cuda, mps, xpu, ...)")
 @click.option("--contract", "classes", multiple=True, help="contract class ID or contract id (repeatable); default: all that apply")
 @click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable), e.g. accumulate=float32")

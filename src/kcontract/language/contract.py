@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Protocol as _Proto
 
+from ..adapters import FRAMEWORKS
 from ..errors import SourceLocation
 
 #: the eight parts, in the order they are documented and explained
@@ -30,7 +31,7 @@ class Expr(_Proto):
 class Scope:
     op: str
     dtypes: tuple[str, ...]
-    frameworks: tuple[str, ...] = ("numpy", "torch")
+    frameworks: tuple[str, ...] = FRAMEWORKS  # every registered framework
     #: claims that must hold for the contract to apply (else the verdict is ``skipped``)
     requires: Mapping[str, Any] = field(default_factory=dict)
 
