@@ -11,13 +11,15 @@ import importlib
 from ..errors import UsageError, did_you_mean
 from .base import Adapter
 
-#: framework name -> "module:Class" inside this package (imported only when used)
+#: framework name -> "module:Class": a module of this package, or a dotted module path
+#: (imported only when the framework is used)
 REGISTRY: dict[str, str] = {
     "numpy": "numpy_adapter:NumpyAdapter",
     "torch": "torch_adapter:TorchAdapter",
     "jax": "jax_adapter:JaxAdapter",
 }
-FRAMEWORKS = tuple(REGISTRY)
+#: the registered names, a live view of REGISTRY
+FRAMEWORKS = REGISTRY.keys()
 
 
 def adapter_class(name: str) -> type[Adapter]:
@@ -26,7 +28,8 @@ def adapter_class(name: str) -> type[Adapter]:
         raise UsageError(f"unknown framework {name!r}{did_you_mean(name, list(REGISTRY))}; "
                          f"known: {', '.join(REGISTRY)}")
     module, _, cls = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    path = module if "." in module else f"{__name__}.{module}"
+    return getattr(importlib.import_module(path), cls)
 
 
 def get_adapter(name: str) -> Adapter:

@@ -31,7 +31,7 @@ class Expr(_Proto):
 class Scope:
     op: str
     dtypes: tuple[str, ...]
-    frameworks: tuple[str, ...] = FRAMEWORKS  # every registered framework
+    frameworks: tuple[str, ...] = field(default_factory=lambda: FRAMEWORKS)  # all registered
     #: claims that must hold for the contract to apply (else the verdict is ``skipped``)
     requires: Mapping[str, Any] = field(default_factory=dict)
 

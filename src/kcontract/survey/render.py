@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html as _html
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -20,23 +21,24 @@ COLOUR = {"pass": "#2e7d32", "violation": "#c62828", "error": "#6a1b9a", "skippe
 
 
 def short(cls: str) -> str:
-    return cls.replace("C-", "")
+    return cls[2:] if cls.startswith("C-") else cls
 
 
 def tiny(cls: str) -> str:
     """C-PRC-01 -> P1: a column header narrow enough for twelve classes on a terminal."""
-    fam, _, num = cls.replace("C-", "").partition("-")
+    fam, _, num = short(cls).partition("-")
     return f"{fam[:1]}{int(num) if num.isdigit() else num}"
 
 
 def print_matrix(m: SurveyMatrix, console: Console) -> None:
     t = Table(title=f"kcontract survey: {m.label} ({m.executor}, {m.seconds:.1f} s)",
-              title_justify="left")
-    t.add_column("op", no_wrap=True)
-    t.add_column("dtype", no_wrap=True)
-    t.add_column("verdict", no_wrap=True)
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+              collapse_padding=True)
+    t.add_column("op", no_wrap=True, min_width=max(map(len, m.ops), default=2))
+    t.add_column("dtype", no_wrap=True, min_width=max(map(len, m.dtypes), default=5))
+    t.add_column("verdict", no_wrap=True, min_width=10)
     for cls in m.classes:
-        t.add_column(tiny(cls), justify="center", no_wrap=True)
+        t.add_column(tiny(cls), justify="center", no_wrap=True, width=2)
     for op in m.ops:
         for dt in m.dtypes:
             c = m.cell(op, dt)
