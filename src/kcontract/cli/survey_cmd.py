@@ -6,6 +6,7 @@ import sys
 import click
 from rich.console import Console
 
+from ..claims import parse_declarations
 from ..errors import UsageError
 from ..files import load_json, write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
@@ -32,6 +33,7 @@ def _resources(values) -> dict:
 @click.option("--ops", multiple=True, help="ops to survey (comma-separated or repeated); default: every op of the suite")
 @click.option("--dtypes", multiple=True, help="dtypes (comma-separated or repeated); default: those the table surveys")
 @click.option("--contract", "classes", multiple=True, help="only these contract classes (repeatable)")
+@click.option("--declare", multiple=True, help="a claim KEY=VALUE for every cell (repeatable), e.g. subnormals=flush")
 @click.option("--seed", default=0, type=int, help="added to every contract's seeds")
 @click.option("--timeout", default=60.0, type=click.FloatRange(min=0, min_open=True),
               help="seconds allowed per kernel call")
@@ -51,7 +53,7 @@ def _resources(values) -> dict:
               metavar="A.json B.json", help="two surveys side by side, differences first")
 @click.option("--differences-only", is_flag=True, help="with --compare: only the entries that differ")
 @click.option("-q", "--quiet", is_flag=True, help="no terminal table")
-def survey_command(framework, device, ops, dtypes, classes, seed, timeout, workers, ray_address,
+def survey_command(framework, device, ops, dtypes, classes, declare, seed, timeout, workers, ray_address,
                    ray_resources, retries, json_path, html, store, no_store, compare_paths,
                    differences_only, quiet):
     """Check a framework's own implementation of every op of the suite, at every dtype,
@@ -89,7 +91,8 @@ def survey_command(framework, device, ops, dtypes, classes, seed, timeout, worke
             status.update(f"surveyed {len(done)} cells (last: {res.op} {res.dtype}: "
                           f"{res.verdict or res.status})")
         m = survey(framework, device, ops=_split(ops) or None, dtypes=_split(dtypes) or None,
-                   classes=tuple(classes), seed=seed, timeout=timeout, executor=executor,
+                   classes=tuple(classes), declare=parse_declarations(declare), seed=seed,
+                   timeout=timeout, executor=executor,
                    store=store, record_runs=not no_store, progress=tick)
     if not quiet:
         print_matrix(m, console)

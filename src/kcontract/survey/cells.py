@@ -36,6 +36,7 @@ class Cell:
     seed: int = 0
     timeout: float = 60.0
     classes: tuple[str, ...] = ()
+    declare: tuple[tuple[str, str], ...] = ()  # claims (KEY, VALUE), as --declare gives them
     store: Optional[str] = None  # record the run here, in the process that ran it
 
     @property
@@ -182,7 +183,8 @@ def run_cell(cell: Cell) -> CellResult:
         return CellResult(cell.op, cell.dtype, NOT_COVERED)
     spec = kernel_spec(cell.framework, cell.op)
     common = dict(op=cell.op, dtype=cell.dtype, framework=cell.framework, device=cell.device,
-                  classes=list(cell.classes) or None, seed=cell.seed, timeout=cell.timeout)
+                  classes=list(cell.classes) or None, seed=cell.seed, timeout=cell.timeout,
+                  declare=dict(cell.declare))
     handle = _handle(cell.framework, cell.device, cell.timeout)
     try:
         handle.reload(spec)

@@ -30,22 +30,25 @@ def tiny(cls: str) -> str:
     return f"{fam[:1]}{int(num) if num.isdigit() else num}"
 
 
-def print_matrix(m: SurveyMatrix, console: Console) -> None:
+def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = False) -> None:
     t = Table(title=f"kcontract survey: {m.label} ({m.executor}, {m.seconds:.1f} s)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-              collapse_padding=True)
-    t.add_column("op", no_wrap=True, min_width=max(map(len, m.ops), default=2))
-    t.add_column("dtype", no_wrap=True, min_width=max(map(len, m.dtypes), default=5))
-    t.add_column("verdict", no_wrap=True, min_width=10)
+              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
+    t.add_column("op ", no_wrap=True)
+    t.add_column("dtype ", no_wrap=True)
+    t.add_column("verdict ", no_wrap=True)
     for cls in m.classes:
-        t.add_column(tiny(cls), justify="center", no_wrap=True, width=2)
+        t.add_column(tiny(cls), no_wrap=True, width=3)
+    hidden = 0
     for op in m.ops:
         for dt in m.dtypes:
             c = m.cell(op, dt)
             if c is None:
                 continue
+            if c.status == "unsupported" and not show_unsupported:
+                hidden += 1
+                continue
             if c.status != CHECKED:
-                t.add_row(op, dt, f"[dim]{c.status}[/]" if c.status != "lost" else
+                t.add_row(op + " ", dt + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
                           f"[bold red]lost[/] {c.error[:40]}", *[""] * len(m.classes))
                 continue
             style = "green" if c.verdict == "conformant" else "dim" if c.verdict == "n/a" else "bold red"
@@ -54,9 +57,12 @@ def print_matrix(m: SurveyMatrix, console: Console) -> None:
                 v = c.classes.get(cls)
                 verdict = v.verdict if v else NO_CONTRACT
                 marks.append(f"[{STYLE[verdict]}]{MARK[verdict]}[/]" if STYLE[verdict] else MARK[verdict])
-            t.add_row(op, dt, f"[{style}]{c.verdict}[/]", *marks)
+            t.add_row(op + " ", dt + " ", f"[{style}]{c.verdict}[/] ", *marks)
     console.print(t)
     console.print("[dim]" + "  ".join(f"{tiny(c)} {c}" for c in m.classes) + "[/]")
+    if hidden:
+        console.print(f"[dim]{hidden} (op, dtype) pairs the {m.framework} table does not survey "
+                      f"are not shown (they are in the JSON and HTML)[/]")
     failing = [(k, c) for k, c in sorted(m.cells.items()) if c.primary]
     for (op, dt), c in failing:
         for cls, v in sorted(c.classes.items()):

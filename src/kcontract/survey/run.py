@@ -14,7 +14,7 @@ from .table import load_table
 
 def plan(framework: str, device: str = "cpu", ops: Optional[Sequence[str]] = None,
          dtypes: Optional[Sequence[str]] = None, *, classes: Sequence[str] = (), seed: int = 0,
-         timeout: float = 60.0) -> tuple[list[str], list[str], list[Cell], list[CellResult]]:
+         timeout: float = 60.0, declare: Optional[dict] = None) -> tuple[list[str], list[str], list[Cell], list[CellResult]]:
     """(ops, dtypes, cells to check, cells decided without a check: ops the table does not
     cover, dtypes it does not survey an op at)."""
     from ..adapters import FRAMEWORKS, adapter_class
@@ -53,17 +53,20 @@ def plan(framework: str, device: str = "cpu", ops: Optional[Sequence[str]] = Non
                 decided.append(CellResult(op, dt, UNSUPPORTED, function=impl.describe()))
             else:
                 cells.append(Cell(framework, device, op, dt, seed=seed, timeout=timeout,
-                                  classes=tuple(classes)))
+                                  classes=tuple(classes),
+                                  declare=tuple(sorted((declare or {}).items()))))
     return ops, dtypes, cells, decided
 
 
 def survey(framework: str, device: str = "cpu", *, ops: Optional[Sequence[str]] = None,
            dtypes: Optional[Sequence[str]] = None, classes: Sequence[str] = (), seed: int = 0,
-           timeout: float = 60.0, executor=None, store: Optional[str] = None,
+           timeout: float = 60.0, declare: Optional[dict] = None, executor=None,
+           store: Optional[str] = None,
            record_runs: bool = True, progress: Optional[Callable[[CellResult], None]] = None,
            fn: Callable[[Cell], CellResult] = run_cell) -> SurveyMatrix:
     """Check the framework's own implementation of every op (``ops``) at every dtype
-    (``dtypes``; default: those its table surveys) against every applicable contract.
+    (``dtypes``; default: those its table surveys) against every applicable contract,
+    with the default claims or those ``declare`` states (``{"subnormals": "flush"}``).
 
     ``executor``: :class:`~.fanout.Serial` (default), :class:`~.fanout.Processes` or
     :class:`~.fanout.Ray`.  Each checked cell's run is recorded in the results store
@@ -72,7 +75,7 @@ def survey(framework: str, device: str = "cpu", *, ops: Optional[Sequence[str]] 
     t0 = time.perf_counter()
     executor = executor or Serial()
     ops, dtypes, cells, decided = plan(framework, device, ops, dtypes, classes=classes,
-                                       seed=seed, timeout=timeout)
+                                       seed=seed, timeout=timeout, declare=declare)
     in_worker = record_runs and executor.records_in_worker
     if in_worker:
         from dataclasses import replace
