@@ -68,7 +68,8 @@ def survey_command(framework, device, ops, dtypes, classes, declare, seed, timeo
     if compare_paths:
         a, b = (SurveyMatrix.from_json(load_json(p, "survey"), p) for p in compare_paths)
         rows = compare(a, b)
-        print_compare(a, b, rows, console, all_rows=not differences_only)
+        labels = (a.label, b.label) if a.label != b.label else tuple(compare_paths)
+        print_compare(a, b, rows, console, all_rows=not differences_only, labels=labels)
         sys.exit(EXIT_OK)
     if not framework:
         raise UsageError("--framework is required (or --compare A.json B.json)")

@@ -137,4 +137,6 @@ def compare(a: SurveyMatrix, b: SurveyMatrix) -> list[Difference]:
             if sa == "none" and sb == "none":
                 continue
             rows.append(Difference(op, dt, cls, sa, sb, wa, wb))
-    return sorted(rows, key=lambda r: (not r.differs, r.op, r.dtype, r.cls))
+    # differences between cells both surveys checked, then cells only one has, then the rest
+    return sorted(rows, key=lambda r: (not r.differs, "absent" in (r.a, r.b), r.op, r.dtype,
+                                       r.cls))

@@ -77,9 +77,10 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
 
 
 def print_compare(a: SurveyMatrix, b: SurveyMatrix, rows: list[Difference], console: Console,
-                  all_rows: bool = True) -> None:
-    t = Table(title=f"{a.label}  vs  {b.label}", title_justify="left")
-    for col in ("op", "dtype", "class", a.label, b.label, "primary cause"):
+                  all_rows: bool = True, labels: tuple = ()) -> None:
+    la, lb = labels or (a.label, b.label)
+    t = Table(title=f"{la}  vs  {lb}", title_justify="left")
+    for col in ("op", "dtype", "class", la, lb, "primary cause"):
         t.add_column(col)
     ndiff = sum(r.differs for r in rows)
     for r in rows:
