@@ -24,3 +24,17 @@ for level in ("highest", "high", "medium"):
     verdict = "operands rounded to bfloat16" if d_bf16 < d_exact / 10 else "float32 operands"
     print(f"{level:8s} max|out - exact| = {d_exact:.3g}   max|out - bf16-operand product| = "
           f"{d_bf16:.3g}   -> {verdict}")
+
+# why: what 'medium' sets, and whether oneDNN can honour it on this CPU
+torch.set_float32_matmul_precision("medium")
+print("after set_float32_matmul_precision('medium'): torch.backends.mkldnn.matmul.fp32_precision =",
+      torch.backends.mkldnn.matmul.fp32_precision)
+torch.set_float32_matmul_precision("highest")
+supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+print("oneDNN bf16 supported on this CPU:", supported() if supported else "unknown")
+torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+out = (a @ b).double()
+torch.backends.mkldnn.matmul.fp32_precision = "ieee"
+print(f"mkldnn fp32_precision='bf16' set directly: max|out - exact| = "
+      f"{(out - exact).abs().max().item():.3g}, max|out - bf16-operand product| = "
+      f"{(out - bf16_operands).abs().max().item():.3g}")

@@ -24,3 +24,9 @@ def matmul_high(a, b):
 
 def matmul_medium(a, b):
     return _with_precision("medium", a, b)
+
+
+def matmul_bf16_operands(a, b):
+    """What 'medium' does where the CPU has bfloat16 matmul units: the operands rounded to
+    bfloat16, the products accumulated in float32 (an emulation, for comparison)."""
+    return torch.matmul(a.bfloat16().float(), b.bfloat16().float())
