@@ -6,6 +6,7 @@ import html as _html
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .cells import CHECKED, NO_CONTRACT
@@ -49,7 +50,7 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
                 continue
             if c.status != CHECKED:
                 t.add_row(op + " ", dt + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
-                          f"[bold red]lost[/] {c.error[:40]}", *[""] * len(m.classes))
+                          f"[bold red]lost[/] {escape(c.error[:40])}", *[""] * len(m.classes))
                 continue
             style = "green" if c.verdict == "conformant" else "dim" if c.verdict == "n/a" else "bold red"
             marks = []
@@ -68,7 +69,7 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
         for cls, v in sorted(c.classes.items()):
             if v.verdict in ("violation", "error"):
                 console.print(f"[bold red]✗[/] {op} {dt} {cls} {','.join(v.contracts)}: "
-                              f"[bold]{v.code}[/] {v.message}", highlight=False)
+                              f"[bold]{escape(v.code)}[/] {escape(v.message)}", highlight=False)
     n = m.counts()
     console.print(f"{m.framework} {m.environment.get(m.framework) or ''} on "
                   f"{m.environment.get('device_name', m.device)}: "
@@ -88,8 +89,8 @@ def print_compare(a: SurveyMatrix, b: SurveyMatrix, rows: list[Difference], cons
             continue
         style = "bold" if r.differs else "dim"
         cause = r.a_cause or r.b_cause
-        t.add_row(r.op, r.dtype, short(r.cls) or "(cell)", f"[{style}]{r.a}[/]", f"[{style}]{r.b}[/]",
-                  cause[:90] if r.differs else "")
+        t.add_row(r.op, r.dtype, short(r.cls) or "(cell)", f"[{style}]{escape(r.a)}[/]",
+                  f"[{style}]{escape(r.b)}[/]", escape(cause[:90]) if r.differs else "")
     console.print(t)
     console.print(f"{ndiff} of {len(rows)} (op, dtype, class) entries differ")
 
