@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
@@ -134,8 +135,8 @@ def summarize(run_json: Mapping[str, Any], classes: tuple[str, ...] = ()) -> dic
 def where_am_i() -> dict:
     out = {"host": socket.gethostname(), "pid": os.getpid()}
     try:
-        import ray  # only when this process is a Ray worker
-        if ray.is_initialized():
+        ray = sys.modules.get("ray")  # loaded in a Ray worker; never imported just to ask
+        if ray is not None and ray.is_initialized():
             ctx = ray.get_runtime_context()
             out["ray_node"] = ctx.get_node_id()
             out["ray_accelerators"] = {k: list(v) for k, v in
