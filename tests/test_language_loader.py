@@ -84,7 +84,7 @@ def test_single_contract():
     [c] = load_contract_text(BASE, "base.yaml")
     assert (c.id, c.cls, c.op, c.oracle) == ("test/matmul-bound", "C-PRC-01", "matmul", "fp64")
     assert c.scope.dtypes == ("float32", "bfloat16")
-    assert c.scope.frameworks == ("numpy", "torch") and dict(c.scope.requires) == {}
+    assert tuple(c.scope.frameworks) == ("numpy", "torch", "jax") and dict(c.scope.requires) == {}
     assert list(c.tolerance) == ["atol", "bound"]
     assert c.protocol.kind == "kctest_sweep" and c.protocol.seed == 0 and c.protocol.trials == 1
     assert c.protocol.families == ("normal", "offset")

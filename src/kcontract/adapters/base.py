@@ -16,6 +16,10 @@ import numpy as np
 
 class Adapter:
     name = "abstract"
+    #: what ``available()`` needs, for the error message when it is missing
+    requirement = "nothing"
+    #: device names this framework accepts (the first is the default); ``NAME:INDEX`` too
+    DEVICES: tuple[str, ...] = ("cpu",)
 
     def available(self) -> bool:
         return True

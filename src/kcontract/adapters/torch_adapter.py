@@ -19,6 +19,8 @@ def _torch():
 
 class TorchAdapter(Adapter):
     name = "torch"
+    requirement = "torch"
+    DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
 
     def available(self):
         try:

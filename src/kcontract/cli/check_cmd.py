@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import report as _report, store as _store  # noqa: F401 - imported before any kernel runs
 from ..claims import parse_declarations
+from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import write_json
 from . import EXIT_FAIL, EXIT_OK, main
@@ -65,7 +66,7 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
 @click.option("--op", help="the op the kernel implements (kcontract list shows them), or a "
                            "user-defined op: path/to/ops.py:NAME or module:NAME")
 @click.option("--dtype", help="the kernel's dtype: float64 float32 float16 bfloat16 float8_e4m3fn float8_e5m2")
-@click.option("--framework", default="numpy", help="numpy or torch")
+@click.option("--framework", default="numpy", help="a registered framework: " + ", ".join(FRAMEWORKS))
 @click.option("--device", default="cpu", help="torch device string (cuda, mps, xpu, ...)")
 @click.option("--contract", "classes", multiple=True, help="contract class ID or contract id (repeatable); default: all that apply")
 @click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable), e.g. accumulate=float32")

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..claims import parse_declarations
+from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import load_json, write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
@@ -133,7 +134,7 @@ def history_command(kernel, op, store, changes, limit, as_json):
 @click.option("--level", required=True, type=int,
               help="conformance level: 1 robust (C-EXC, C-CMP-03), 2 accurate (+ C-PRC), "
                    "3 reproducible (+ C-ORD, C-CMP-01/02)")
-@click.option("--framework", default="numpy", show_default=True, help="numpy or torch")
+@click.option("--framework", default="numpy", show_default=True, help="a registered framework: " + ", ".join(FRAMEWORKS))
 @click.option("--device", default="cpu", show_default=True, help="torch device string")
 @click.option("--declare", multiple=True, help="a claim KEY=VALUE (repeatable)")
 @click.option("--seed", default=None, type=int,
@@ -222,7 +223,7 @@ def verify_certificate_command(cert, rerun, kernel, same_seed, trust_key, timeou
 @click.argument("kernel")
 @click.option("--op", required=True, help="the op the kernel implements")
 @click.option("--dtype", required=True, help="the kernel's dtype")
-@click.option("--framework", default="numpy", show_default=True, help="numpy or torch")
+@click.option("--framework", default="numpy", show_default=True, help="a registered framework: " + ", ".join(FRAMEWORKS))
 @click.option("--device", default="cpu", show_default=True, help="torch device string")
 @click.option("--contract", "classes", multiple=True,
               help="contract class ID or contract id (repeatable); default: all that apply")

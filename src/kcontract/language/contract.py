@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Protocol as _Proto
 
+from ..adapters import FRAMEWORKS
 from ..errors import SourceLocation
 
 #: the eight parts, in the order they are documented and explained
@@ -37,7 +38,7 @@ class Scope:
     #: (``ops.py:NAME``, ``module:NAME``), the name of the op that spec defines
     op: str
     dtypes: tuple[str, ...]
-    frameworks: tuple[str, ...] = ("numpy", "torch")
+    frameworks: tuple[str, ...] = field(default_factory=lambda: FRAMEWORKS)  # all registered
     #: claims that must hold for the contract to apply (else the verdict is ``skipped``)
     requires: Mapping[str, Any] = field(default_factory=dict)
     #: where a user-defined op comes from (the spec, resolved against the contract file's

@@ -18,6 +18,7 @@ import yaml
 
 from .. import claims as _claims
 from ..errors import ContractError, SourceLocation, UsageError, did_you_mean
+from ..adapters import FRAMEWORKS
 from ..formats import ALIASES, KERNEL_DTYPES
 from . import vocabulary as V
 from .contract import ANY_OP, CheckSpec, Contract, Protocol, Scope, Signature
@@ -26,7 +27,6 @@ from .registry import ORACLES
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-FRAMEWORKS = ("numpy", "torch")
 
 CONTRACT_KEYS = ("id", "class", "title", "description", "scope", "claims", "precondition",
                  "tolerance", "postcondition", "oracle", "protocol", "signature")

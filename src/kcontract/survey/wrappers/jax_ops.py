@@ -1,0 +1,29 @@
+"""jax's own ops in kcontract's calling conventions, where the table needs a wrapper."""
+import jax
+import jax.numpy as jnp
+
+
+def layernorm(x, weight, bias, eps=1e-5):
+    """jax.nn.standardize with its default variance algorithm, then the affine part."""
+    return jax.nn.standardize(x, axis=-1, epsilon=eps) * weight + bias
+
+
+def attention(q, k, v, causal=False):
+    """jax.nn.dot_product_attention takes (batch, length, heads, dim); kcontract's
+    convention is (batch, heads, length, dim), causal mask aligned bottom-right."""
+    mask = None
+    if causal:
+        S, T = q.shape[-2], k.shape[-2]
+        mask = jnp.tril(jnp.ones((S, T), dtype=bool), k=T - S)
+    out = jax.nn.dot_product_attention(jnp.swapaxes(q, 1, 2), jnp.swapaxes(k, 1, 2),
+                                       jnp.swapaxes(v, 1, 2), mask=mask)
+    return jnp.swapaxes(out, 1, 2)
+
+
+def linear_gelu(x, w, b):
+    """No fused op in jax: the composition jax.nn.gelu(x @ w + b), erf form."""
+    return jax.nn.gelu(jnp.matmul(x, w) + b, approximate=False)
+
+
+def cast(x, dtype=None):
+    return x.astype(getattr(jnp, str(dtype)))
