@@ -44,7 +44,8 @@ def main():
     """
 
 
-_COMMAND_MODULES = ("suite_cmds", "check_cmd", "verify_cmd", "report_cmds", "kernelbench_cmd")
+_COMMAND_MODULES = ("suite_cmds", "check_cmd", "verify_cmd", "report_cmds", "kernelbench_cmd",
+                    "trace_cmd")
 for _name in _COMMAND_MODULES:
     try:
         importlib.import_module(f"{__name__}.{_name}")
