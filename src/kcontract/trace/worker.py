@@ -35,7 +35,7 @@ class TraceWorker(Worker):
 
     def load(self, payload):
         prelude = payload.get("prelude")
-        if prelude:
+        if prelude and prelude != self.prelude:  # once per process (reload: another kernel)
             sys.path.insert(0, payload.get("cwd") or os.getcwd())
             load_module_file(prelude)  # what it raises is a load failure, reported as such
             self.prelude = prelude
