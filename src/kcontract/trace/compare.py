@@ -32,7 +32,7 @@ import numpy as np
 from .. import __version__
 from ..check.verdict import jsonable
 from ..errors import UsageError
-from .coverage import op_call, packet, target
+from .coverage import DATA_MOVEMENT, op_call, packet, target
 from .judge import judge_call
 from .kct import Trace
 
@@ -325,7 +325,7 @@ def compare_traces(a: Trace | str, b: Trace | str, *, labels: Optional[Sequence[
         "divergence": [{"trial": r["trial"], "position": r["position"], "op": r["op"],
                         "module": r["module"], "distance": r.get("distance"),
                         "cause": r.get("cause"), "violation": bool(r.get("violations"))}
-                       for r in rows],
+                       for r in rows if packet(r["op"]) not in DATA_MOVEMENT],
         "notes": notes, "compared_with": {"kcontract": __version__},
     }
     return Comparison(jsonable(data))

@@ -68,7 +68,8 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
 
 def divergence_plot(data: Mapping[str, Any]) -> Optional["_plots.Plot"]:
     """Relative distance ||A - B|| / ||A|| of each aligned op's output against its position
-    in the forward pass, one line per trial; ops where a side violates a contract marked."""
+    in the forward pass, one line per trial (ops that compute; data movement left out);
+    ops where a side violates a contract marked."""
     if not _plots.available():
         return None
     series: dict = {}
