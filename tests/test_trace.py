@@ -169,10 +169,11 @@ def test_check_runs_the_suite_at_the_model_shape_with_the_recorded_inputs():
     from kcontract.trace.check import check_trace
     prelude = str(EXAMPLE / "stack_medium_clamp.py")
     tr = trace_model(str(MODELS / "linear.py"), prelude=prelude)
-    res = check_trace(tr, prelude=prelude)
+    res = check_trace(tr, prelude=prelude, classes=["C-PRC-01", "C-ORD-02"])
     [c] = res.checks
     assert (c.op, c.dtype, c.shape) == ("matmul", "float32", {"M": 8, "K": 48, "N": 16, "B": 0})
     by_id = {r["id"]: r for r in c.run["results"]}
+    assert set(by_id) == {"prc01-matmul", "ord02-matmul"}
     assert by_id["prc01-matmul"]["verdict"] == "violation"
     cases = by_id["prc01-matmul"]["details"]["cases"]
     assert {row["family"] for row in cases} >= {"recorded"}

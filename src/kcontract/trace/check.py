@@ -118,7 +118,9 @@ def at_shape(contract, shape: dict, inputs: Optional[dict], kwargs: Mapping):
 def check_trace(trace: Trace, *, device: str = "cpu", prelude: Optional[str] = None,
                 declare: Optional[Mapping[str, str]] = None,
                 progress: Optional[Callable[[str], None]] = None,
-                timeout: float = 60.0) -> TraceCheck:
+                timeout: float = 60.0, classes: Optional[list] = None) -> TraceCheck:
+    """Check every distinct (op, shape, dtype) of ``trace`` on the stack ``prelude``
+    configures (``classes``: only these contract classes or ids)."""
     from ..check.runner import check, select_contracts
     from ..ops import OPS
     from .process import TraceProcess
@@ -133,7 +135,7 @@ def check_trace(trace: Trace, *, device: str = "cpu", prelude: Optional[str] = N
             call = entry["call"]
             kw = {k: v for k, v in call.kwargs.items()}
             contracts = [at_shape(c, entry["shape"], _conventional(call), kw)
-                         for c in select_contracts(op, dtype, "torch")]
+                         for c in select_contracts(op, dtype, "torch", classes)]
             kernel = f"kcontract.trace.kernels:{op}"
             if handle is None:  # one worker: the prelude and torch are loaded once
                 handle = TraceProcess(kernel, device=device, prelude=prelude, timeout=timeout)

@@ -37,6 +37,8 @@ class OpCall:
     extra: dict = field(default_factory=dict)  # tolerance quantities overriding the op's
     declare: dict = field(default_factory=dict)  # claims the call itself implies
     note: str = ""
+    #: results computed once per call and shared by the contracts that judge it
+    memo: dict = field(default_factory=dict, repr=False)
 
 
 Extractor = Callable[[list, dict, list], Optional[OpCall]]

@@ -93,8 +93,12 @@ def judge_compare(contract, op, fmt, claims, call: OpCall, raised) -> Optional[J
     kw = dict(ctx.kwargs())
     kw.update(call.kwargs)
     case = ctx.case(op.solve_shape(call.inputs), "recorded")
-    ref = None if call.oracle is None else np.asarray(
-        call.oracle(_upcast(call.inputs)), dtype=np.float64).reshape(np.shape(call.out))
+    if "ref" not in call.memo:
+        call.memo["ref"] = (np.asarray(ctx.reference(call.inputs, kw)[0], dtype=np.float64)
+                            if call.oracle is None else
+                            np.asarray(call.oracle(_upcast(call.inputs)), dtype=np.float64)
+                            ).reshape(np.shape(call.out))
+    ref = call.memo["ref"]
     try:
         cmp = ctx.evaluate(case, call.inputs, np.asarray(call.out), ref, extra=call.extra or None,
                            kwargs=kw)
@@ -168,7 +172,9 @@ def precision_cause(ctx: Context, cmp, call: OpCall) -> dict:
     from ..classes.fingerprint import short
     from ..classes.precision import _required_precision
     declared = ctx.claims.accumulate.name
-    sub = substitution(ctx, cmp, call)
+    if "substitution" not in call.memo:
+        call.memo["substitution"] = substitution(ctx, cmp, call)
+    sub = call.memo["substitution"]
     bits = _required_precision(ctx, [cmp])
     cause: dict = {"declared_accumulator": declared, "declared_operands": ctx.dtype.name}
     if bits is not None:
