@@ -110,3 +110,15 @@ def test_the_comparison_report_renders_in_headless_chromium(compared):
     assert f'data-agreement="{data["agreement"]["next_token"]["percent"]:.1f}"' in dom
     assert 'data-site="embed|aten.embedding.default"' in dom and "C-EXC-02" in dom
     assert "at fault: medium+clamp" in dom
+
+
+def test_the_demo_expectations_hold_and_fail_when_they_should(compared, traces):
+    from kcontract.trace.compare import compare_traces
+    from kcontract.trace.demo import expectations
+    _, data, _ = compared
+    same = compare_traces(str(traces["ref"]), str(traces["again"])).to_json()
+    assert expectations(data, same) == []
+    # a "same" comparison that disagrees, and violations on the wrong side, are caught
+    assert any("do not agree" in p for p in expectations(data, data))
+    swapped = dict(data, violators=["reference"])
+    assert expectations(swapped, same)

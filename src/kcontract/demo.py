@@ -84,7 +84,8 @@ def diagnosis(run) -> str:
     return "; ".join(parts)
 
 
-def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] = None) -> bool:
+def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
+             console: Optional[Console] = None) -> bool:
     console = console or Console()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -113,9 +114,11 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
     disputes: list[dict] = []
     disputes_ok = run_dispute(base, out_dir, console, disputes)
     ok &= disputes_ok
-    console.print(Rule("[bold]a whole model on two stacks: where do they part, and whose fault?"))
     traces: list[dict] = []
-    ok &= run_trace_case(base, out_dir, console, traces)
+    if whole_model:
+        console.print(Rule("[bold]a whole model on two stacks: where do they part, and whose "
+                           "fault?"))
+        ok &= run_trace_case(base, out_dir, console, traces)
     cal_row = None
     if calibration:
         from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
