@@ -178,3 +178,17 @@ def test_check_runs_the_suite_at_the_model_shape_with_the_recorded_inputs():
     cases = by_id["prc01-matmul"]["details"]["cases"]
     assert {row["family"] for row in cases} >= {"recorded"}
     assert all(row["shape"]["K"] == 48 for row in cases)
+
+
+def test_each_attention_variant_reads_its_own_argument_order():
+    from kcontract.trace.coverage import TABLE
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    out = [q]
+    flash = TABLE["aten._scaled_dot_product_flash_attention_for_cpu"].extract
+    assert flash([q, q, q, 0.0, True], {}, out).kwargs == {"causal": True}
+    eff = TABLE["aten._scaled_dot_product_efficient_attention"].extract
+    assert eff([q, q, q, None, True, 0.0, False], {}, out).kwargs == {"causal": False}
+    assert eff([q, q, q, q, False, 0.0, True], {}, out) is None  # an attention bias
+    sdpa = TABLE["aten.scaled_dot_product_attention"].extract
+    assert sdpa([q, q, q, None, 0.0, True], {}, out).kwargs == {"causal": True}
+    assert flash([q, q, q, 0.1, True], {}, out) is None  # dropout

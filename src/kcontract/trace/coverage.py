@@ -135,18 +135,27 @@ def _embedding(args, kwargs, outs):
                   dtype=_fdtype(table))
 
 
-def _attention(args, kwargs, outs):
-    q, k, v = args[0], args[1], args[2]
-    dropout = _f(_arg(args, kwargs, 3, "dropout_p", 0.0)) or 0.0
-    causal = bool(_arg(args, kwargs, 4, "is_causal", False))
-    mask = kwargs.get("attn_mask")
-    scale = _f(kwargs.get("scale"))
-    if dropout or mask is not None or np.ndim(q) != 4:
-        return None
-    if scale is not None and not math.isclose(scale, 1.0 / math.sqrt(np.shape(q)[-1])):
-        return None
-    return OpCall("attention", {"q": q, "k": k, "v": v}, _first(outs), {"causal": causal},
-                  dtype=_fdtype(q))
+def _attention_at(mask: Optional[int], dropout: int, causal: int) -> Extractor:
+    """An extractor for an SDPA variant whose (mask or bias, dropout_p, is_causal) are the
+    positional arguments at these indices (the variants order them differently)."""
+    def extract(args, kwargs, outs):
+        q, k, v = args[0], args[1], args[2]
+        p = _f(_arg(args, kwargs, dropout, "dropout_p", 0.0)) or 0.0
+        is_causal = bool(_arg(args, kwargs, causal, "is_causal", False))
+        bias = (kwargs.get("attn_mask") if mask is None else
+                _arg(args, kwargs, mask, "attn_bias", kwargs.get("attn_mask")))
+        scale = _f(kwargs.get("scale"))
+        if p or bias is not None or np.ndim(q) != 4:
+            return None
+        if scale is not None and not math.isclose(scale, 1.0 / math.sqrt(np.shape(q)[-1])):
+            return None
+        return OpCall("attention", {"q": q, "k": k, "v": v}, _first(outs), {"causal": is_causal},
+                      dtype=_fdtype(q))
+    return extract
+
+
+_attention = _attention_at(None, 3, 4)  # flash (CPU, CUDA): q, k, v, dropout_p, is_causal
+_attention_biased = _attention_at(3, 5, 6)  # efficient, cudnn: q, k, v, bias, lse, dropout, causal
 
 
 def _reduce(mean: bool):
@@ -192,9 +201,9 @@ TABLE: dict[str, Target] = {
     "aten.embedding": Target("embedding", _embedding),
     "aten._scaled_dot_product_flash_attention_for_cpu": Target("attention", _attention),
     "aten._scaled_dot_product_flash_attention": Target("attention", _attention),
-    "aten._scaled_dot_product_efficient_attention": Target("attention", _attention),
-    "aten._scaled_dot_product_cudnn_attention": Target("attention", _attention),
-    "aten.scaled_dot_product_attention": Target("attention", _attention),
+    "aten._scaled_dot_product_efficient_attention": Target("attention", _attention_biased),
+    "aten._scaled_dot_product_cudnn_attention": Target("attention", _attention_biased),
+    "aten.scaled_dot_product_attention": Target("attention", _attention_at(3, 4, 5)),
     "aten.sum": Target("sum", _reduce(False)), "aten.mean": Target("sum", _reduce(True)),
     "aten.cumsum": Target("cumsum"), "aten.topk": Target("topk"),
     "aten.convolution": Target("conv2d"), "aten.mkldnn_convolution": Target("conv2d"),
