@@ -25,11 +25,17 @@ def _torch():
     return torch
 
 
+_ADAPTER = None
+
+
 def tensor_bytes(t) -> tuple[np.ndarray, str]:
     """A tensor's values as a contiguous numpy array (bfloat16/fp8 through ml_dtypes) and
     the sha256 of its dtype, shape and bytes."""
-    from ..adapters.torch_adapter import TorchAdapter
-    arr, _ = TorchAdapter().to_numpy(t)
+    global _ADAPTER
+    if _ADAPTER is None:
+        from ..adapters.torch_adapter import TorchAdapter
+        _ADAPTER = TorchAdapter()
+    arr, _ = _ADAPTER.to_numpy(t)
     arr = np.ascontiguousarray(arr)
     h = hashlib.sha256(f"{arr.dtype.name}|{arr.shape}|".encode())
     h.update(arr.tobytes())
@@ -42,15 +48,18 @@ def summarize(arr: np.ndarray) -> dict:
     if arr.size == 0:
         return {"size": 0}
     if arr.dtype.kind in "iub":
-        a = arr.astype(np.int64)
-        return {"size": int(a.size), "min": int(a.min()), "max": int(a.max())}
-    x = arr.astype(np.float64)
+        return {"size": int(arr.size), "min": int(arr.min()), "max": int(arr.max())}
+    x = arr if arr.dtype.kind == "f" and arr.dtype.itemsize >= 4 else arr.astype(np.float32)
     fin = np.isfinite(x)
-    out = {"size": int(x.size), "nan": int(np.isnan(x).sum()), "inf": int(np.isinf(x).sum())}
-    if fin.any():
-        f = x[fin]
-        out.update({"min": float(f.min()), "max": float(f.max()), "mean": float(f.mean()),
-                    "absmax": float(np.abs(f).max())})
+    n_fin = int(np.count_nonzero(fin))
+    out = {"size": int(x.size), "nan": int(np.count_nonzero(np.isnan(x))) if n_fin < x.size
+           else 0}
+    out["inf"] = x.size - n_fin - out["nan"]
+    if n_fin:
+        f = x if n_fin == x.size else x[fin]
+        lo, hi = float(f.min()), float(f.max())
+        out.update({"min": lo, "max": hi, "mean": float(f.mean(dtype=np.float64)),
+                    "absmax": max(abs(lo), abs(hi))})
     return out
 
 
@@ -62,8 +71,25 @@ class TensorStore:
         self.used = 0
         self.arrays: dict[str, np.ndarray] = {}
         self.dropped = 0
+        self._seen: dict = {}
 
     def describe(self, t) -> dict:
+        # a tensor seen before in this pass, unchanged since (same object, same version
+        # counter): its description stands.  The object is held until reset(), so its
+        # memory (and id) cannot be reused by another tensor meanwhile.
+        key = id(t)
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] is t and seen[1] == t._version:
+            return dict(seen[2])
+        ref = self._describe(t)
+        self._seen[key] = (t, t._version, ref)
+        return dict(ref)
+
+    def reset(self) -> None:
+        """Forget the tensors seen (their descriptions; kept arrays stay)."""
+        self._seen = {}
+
+    def _describe(self, t) -> dict:
         torch = _torch()
         arr, digest = tensor_bytes(t)
         ref = {"shape": list(t.shape), "dtype": arr.dtype.name, "strides": list(t.stride()),

@@ -69,6 +69,7 @@ class TraceWorker(Worker):
                               for x in inputs]}
             if modules is not None:
                 modules.reset()
+            store.reset()
             t0 = time.perf_counter()
             try:
                 with torch.no_grad():
