@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
-.PHONY: demo test install dev bench clean sandbox
+.PHONY: demo test install dev bench clean sandbox browser
 
 # the worker's sandbox (bubblewrap); installed when missing where apt-get is available
 sandbox:
@@ -16,7 +16,9 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# the demo's whole-model case study (examples/tiny_lm) runs torch: the same CPU build
 $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 	$(BIN)/python -m pip install -q -e ".[plots]"
 	touch $@
 
@@ -29,10 +31,16 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 install: $(DEMO_STAMP)
 dev: $(STAMP)
 
-demo: $(DEMO_STAMP)
+demo: $(DEMO_STAMP) sandbox
 	$(BIN)/kcontract demo --out out/demo
 
-test: $(STAMP) sandbox
+# the HTML reports are checked in headless Chromium: install it (Debian) when it is missing
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium); } || \
+	  echo "warning: chromium is not installed (run as root to install it): the browser tests skip"
+
+test: $(STAMP) sandbox browser
 	KCONTRACT_REQUIRE_TORCH=1 $(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)

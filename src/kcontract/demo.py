@@ -84,7 +84,8 @@ def diagnosis(run) -> str:
     return "; ".join(parts)
 
 
-def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] = None) -> bool:
+def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
+             console: Optional[Console] = None) -> bool:
     console = console or Console()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +114,11 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
     disputes: list[dict] = []
     disputes_ok = run_dispute(base, out_dir, console, disputes)
     ok &= disputes_ok
+    traces: list[dict] = []
+    if whole_model:
+        console.print(Rule("[bold]a whole model on two stacks: where do they part, and whose "
+                           "fault?"))
+        ok &= run_trace_case(base, out_dir, console, traces)
     cal_row = None
     if calibration:
         from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
@@ -129,7 +135,7 @@ def run_demo(out: str, *, calibration: bool = True, console: Optional[Console] =
                    "summary": f"{sound} of {len(cals)} contracts soundly calibrated: baseline "
                               "fails the basic test; bad passes it and violates the contract; "
                               "good passes both"}
-    _write_index(out_dir, summary, disputes, cal_row)
+    _write_index(out_dir, summary, disputes + traces, cal_row)
     console.print(Rule())
     n_ok = sum(1 for _, _, good in summary if good)
     console.print(f"case studies diagnosed as expected: {n_ok} of {len(summary)}")
@@ -170,6 +176,30 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
             console.print(Text(f"  {f}", style="green" if as_expected else "bold red"))
         console.print()
     return ok
+
+
+def run_trace_case(base: Path, out_dir: Path, console: Console, rows: list) -> bool:
+    """examples/tiny_lm: trace, compare, attribute (kcontract.trace.demo); True when the
+    comparisons say what they must (skipped, and True, where torch is not installed)."""
+    from .trace import demo as trace_demo
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        rows += trace_demo.index_rows(None, "torch is not installed")
+        console.print(Text("skipped: torch is not installed", style="yellow"))
+        return True
+    from .trace.report import summary_lines
+    outcome = trace_demo.run(base, out_dir)
+    rows += trace_demo.index_rows(outcome)
+    for line in summary_lines(outcome.data):
+        console.print(Text(f"  {line}", style="green" if outcome.ok else "bold red"))
+    console.print(Text("  reference vs reference: " + summary_lines(outcome.same)[1]
+                       + ("" if not outcome.same["violators"] else " (VIOLATIONS)"),
+                       style="green" if outcome.ok else "bold red"))
+    for p in outcome.problems:
+        console.print(Text(f"  NOT AS EXPECTED: {p}", style="bold red"))
+    console.print()
+    return outcome.ok
 
 
 def _write_index(out_dir: Path, summary, disputes: list, cal_row: Optional[dict]) -> None:

@@ -45,7 +45,7 @@ def main():
 
 
 _COMMAND_MODULES = ("suite_cmds", "check_cmd", "verify_cmd", "report_cmds", "kernelbench_cmd",
-                    "fingerprint_cmd", "survey_cmd")
+                    "fingerprint_cmd", "survey_cmd", "trace_cmd")
 for _name in _COMMAND_MODULES:
     try:
         importlib.import_module(f"{__name__}.{_name}")

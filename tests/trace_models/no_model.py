@@ -1,0 +1,5 @@
+"""Not a KernelBench problem: no Model."""
+
+
+def get_inputs():
+    return []
