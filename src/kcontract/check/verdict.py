@@ -10,6 +10,9 @@ import numpy as np
 
 RUN_SCHEMA = "kcontract.run/1"
 
+#: the run's verdict -> the exit status of ``kcontract check`` (2: usage, 3: a checker bug)
+EXIT_CODES = {"conformant": 0, "violation": 1, "error": 4}
+
 
 class Status(str, Enum):
     PASS = "pass"
@@ -120,6 +123,8 @@ class RunResult:
     seconds: float = 0.0
     #: where the time went: kernel, call (round trips incl. kernel), oracle, total
     timings: dict = field(default_factory=dict)
+    #: the primary causes and what they explain (kcontract.diagnosis); derived when unset
+    diagnosis: Any = None
 
     @property
     def verdict(self) -> str:
@@ -132,7 +137,9 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict == "conformant" else 1
+        """0 conformant, 1 a violation, 4 a kernel error (it raised, crashed, hung, returned
+        the wrong shape or dtype, tampered, failed to import) and no violation."""
+        return EXIT_CODES[self.verdict]
 
     def nothing_checked(self) -> Optional[str]:
         """Why nothing was checked, when every selected contract was skipped (or none
@@ -148,7 +155,14 @@ class RunResult:
             "suite_version": self.suite_version, "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "verdict": self.verdict, "results": [r.to_json() for r in self.results],
+            "diagnosis": self.diagnosed().to_json(),
         }
+
+    def diagnosed(self):
+        """The run's diagnosis (primary causes, explained violations, hints)."""
+        from ..diagnosis import diagnose
+        hints = self.diagnosis.hints if self.diagnosis is not None else ()
+        return diagnose(self, hints)
 
 
 def jsonable(obj: Any) -> Any:

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..claims import parse_declarations
 from ..errors import UsageError
 from ..files import write_json
-from . import EXIT_FAIL, EXIT_OK, main
+from . import main
 from .render import print_run
 
 
@@ -86,8 +86,9 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     """Check KERNEL (path/to/file.py:function or package.module:function) against the
     contracts of --op at --dtype; or check FILE.yaml, a contract file naming its kernel.
 
-    Exit 0: every contract passes. 1: a violation or kernel error. 2: usage or
-    contract-file error, or nothing was checked (every selected contract skipped).
+    Exit 0: every contract passes. 1: a violation. 4: a kernel error (it raised,
+    crashed, hung, returned the wrong shape or dtype). 2: usage or contract-file error,
+    or nothing was checked (every selected contract skipped). 3: a bug in the checker.
     """
     declared = parse_declarations(declare)
     seed, secret = parse_seed(seed)
@@ -136,7 +137,7 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     why = run.nothing_checked()
     if why is not None:
         raise UsageError(f"nothing was checked: every selected contract was skipped ({why})")
-    sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
+    sys.exit(run.exit_code)
 
 
 def parse_seed(text) -> tuple[int, bool]:
