@@ -39,6 +39,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
+from ..diagnosis import claims as declared_claims
 from ..language.registry import detector, protocol
 from ..ops import upcast
 from ..ops._math import gelu as _gelu, softmax as _softmax
@@ -290,6 +291,7 @@ def exceptional(ctx: Context):
     for case, inputs, placed in exceptional_cases(ctx):
         t1 = time.perf_counter()
         ref, xq, extra = policy_reference(ctx.op, inputs, policy, ctx.kwargs())
+        ref = declared_claims.exceptional_reference(ctx, inputs, ref)
         ctx.timings["oracle"] += time.perf_counter() - t1
         res = ctx.call(inputs)
         rec = {"case": case, "inputs": inputs, "placed": placed, "status": res.status,
