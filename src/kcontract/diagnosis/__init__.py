@@ -40,7 +40,7 @@ def _headline(message: str) -> str:
 def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
     data = _as_json(run)
     dtype = str(data.get("dtype") or "float32")
-    fs = sorted(findings(data), key=rank)  # stable: suite order within a rank
+    fs = sorted(findings(data), key=lambda f: rank(f, dtype))  # stable: suite order within a rank
     primary: list[tuple[Finding, list[str]]] = []  # (deciding finding, its contracts)
     explained: dict[str, Explanation] = {}
     for f in fs:
@@ -57,14 +57,14 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
                 continue
             why = explains(root, f, dtype)
             if why:
-                explained[f.id] = Explanation(f.id, root.id, cause_class(root), why)
+                explained[f.id] = Explanation(f.id, root.id, cause_class(root, dtype), why)
                 break
         else:
             primary.append((f, [f.id]))
     causes = []
     for root, ids in primary:
         text = root.message if root.is_error else _headline(root.message)
-        causes.append(Cause(cls=cause_class(root) if not root.is_error else "kernel",
+        causes.append(Cause(cls=cause_class(root, dtype) if not root.is_error else "kernel",
                             contracts=tuple(ids), code=root.code, text=text,
                             kind="error" if root.is_error else "violation"))
     return Diagnosis(tuple(causes), explained, tuple(hints))

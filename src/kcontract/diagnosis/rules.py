@@ -29,22 +29,43 @@ CLASS_RANK = {"C-PRC-04": 12, "C-PRC-01": 21, "C-CMP-01": 31, "C-PRC-03": 40, "C
               "C-EXC-02": 60, "C-EXC-01": 70, "C-ORD-02": 80, "C-ORD-03": 81, "C-CMP-02": 90,
               "C-CMP-03": 100, "C-ORD-01": 110}
 ERROR_RANK = 0
+SHAPE_FAULT_RANK = 5  # a shape-specific fault explains what other contracts see at other shapes
 
 #: the precision faults: a kernel that computes less precisely than declared
 PRECISION_CAUSES = ("C-PRC-04", "C-PRC-01", "C-CMP-01")
 
 
-def rank(f: Finding) -> int:
+def shape_fault(f: Finding) -> bool:
+    """A C-CMP-03 finding that establishes a shape-specific fault: a stale output, or
+    failures at held-out shapes while every benchmarked shape passes."""
+    if f.cls != "C-CMP-03":
+        return False
+    if f.signature == "stale-output":
+        return True
+    bench = _pass_rate(f.quantities.get("benchmark_pass_rate"))
+    held = _pass_rate(f.quantities.get("heldout_pass_rate"))
+    return bool(bench and held and bench[0] == bench[1] and held[0] < held[1])
+
+
+def rank(f: Finding, dtype: str = "float32") -> int:
     if f.is_error:
         return ERROR_RANK
+    if shape_fault(f):
+        return SHAPE_FAULT_RANK
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][0]
-    return CLASS_RANK.get(f.cls, 200)
+    return CLASS_RANK.get(cause_class(f, dtype), 200)
 
 
-def cause_class(f: Finding) -> str:
+def cause_class(f: Finding, dtype: str = "float32") -> str:
+    """The class of the cause a finding states: its code's (a C-PRC-01 finding of operands
+    substituted states C-PRC-04), C-PRC-03 for a finding whose worst element is a subnormal
+    result flushed to zero (an op without a subnormal contract of its own), else its own."""
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][1]
+    if f.cls in ("C-PRC-02", "C-EXC-01", "C-CMP-03", "C-ORD-01", "C-PRC-01") \
+            and _worst_flushed(f, dtype):
+        return "C-PRC-03"
     return f.cls
 
 
@@ -138,7 +159,7 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
 
 
 def _flush_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
-    if root.cls != "C-PRC-03" or f.cls == "C-PRC-03":
+    if cause_class(root, dtype) != "C-PRC-03" or f.cls == "C-PRC-03":
         return None
     if _worst_flushed(f, dtype):
         return "the failing results are subnormal results flushed to zero"
@@ -158,6 +179,51 @@ def _formulation_explains(root: Finding, f: Finding, dtype: str) -> Optional[str
     return None
 
 
+def _holds(predicate: str, shape) -> bool:
+    """A shape predicate such as ``K % 32 != 0`` at ``shape`` (arithmetic and comparisons
+    over the shape's symbols only; anything else does not hold)."""
+    import ast
+    import operator as op_
+    ops = {ast.Add: op_.add, ast.Sub: op_.sub, ast.Mult: op_.mul, ast.Mod: op_.mod,
+           ast.FloorDiv: op_.floordiv, ast.Eq: op_.eq, ast.NotEq: op_.ne, ast.Lt: op_.lt,
+           ast.LtE: op_.le, ast.Gt: op_.gt, ast.GtE: op_.ge}
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in ops:
+            return ops[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
+        if isinstance(node, ast.BoolOp):
+            vals = [ev(v) for v in node.values]
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
+        if isinstance(node, ast.Name):
+            return int(shape[node.id])
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        raise ValueError(predicate)
+    text = str(predicate).replace(" and ", " and ").replace(" or ", " or ")
+    try:
+        return bool(ev(ast.parse(text, mode="eval")))
+    except (SyntaxError, ValueError, KeyError, ZeroDivisionError):
+        return False
+
+
+def _shape_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
+    if not shape_fault(root) or f.cls == "C-CMP-03":
+        return None
+    if root.signature == "stale-output":
+        return ("the kernel returns an earlier call's output: every contract that calls it "
+                "with new inputs sees wrong results")
+    shape = (f.violation.get("case") or {}).get("shape") if isinstance(f.violation, dict) else None
+    pred = root.quantities.get("predicate")
+    if isinstance(shape, dict) and pred and _holds(str(pred), shape):
+        case = ",".join(f"{k}={v}" for k, v in shape.items())
+        return f"its failing case ({case}) is a shape where the kernel is wrong ({pred})"
+    return None
+
+
 def _nondeterminism_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     if root.cls == "C-ORD-02" and f.cls in ("C-ORD-03", "C-CMP-02"):
         return "run-to-run differences also change the bits between batch sizes and configurations"
@@ -165,7 +231,7 @@ def _nondeterminism_explains(root: Finding, f: Finding, dtype: str) -> Optional[
 
 
 RULES: tuple[Callable[[Finding, Finding, str], Optional[str]], ...] = (
-    _precision_explains, _flush_explains, _formulation_explains, _nondeterminism_explains)
+    _shape_explains, _precision_explains, _flush_explains, _formulation_explains, _nondeterminism_explains)
 
 
 def explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
