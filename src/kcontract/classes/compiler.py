@@ -44,6 +44,7 @@ from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
 from ..errors import UsageError
 from ..formats import get_format, round_to
+from ..diagnosis import establish
 from ..language.registry import detector, protocol
 from ..ops._math import gelu, gelu_tanh, softmax
 from .common import summarize, verdict_from, worst
@@ -596,6 +597,7 @@ def shapes(ctx: Context):
         if not r.passed and r.failure is None and stale_digests.intersection(r.digests):
             r.stale = True
     failing = [r for r in results if not r.passed and not r.stale]
+    failing, precision_only = establish.shape_failures(results[0], failing)  # not shape faults
     # the same shape, its inputs as non-contiguous views: a kernel that reads memory as if
     # every input were contiguous is right at every shape and wrong here
     layouts: list[ShapeResult] = []
@@ -620,6 +622,9 @@ def shapes(ctx: Context):
     rows = summarize(comps + fresh_comps)
     details = {"cases": rows, "shapes": [{"shape": r.describe(op), "role": r.role, "passed": r.passed,
                                           "reason": r.reason} for r in results + layouts]}
+    if not failing and not stale and not bad_layouts and precision_only:
+        return ctx.passed(establish.precision_message(results[0], precision_only, op),
+                          details=details, seconds=time.perf_counter() - t0)
     if not failing and not stale and not bad_layouts:
         n_fresh = ", fresh outputs on repeated calls" if ctx.param("freshness", True) else ""
         n_lay = (f", inputs as {' and '.join(r.layout for r in layouts)} views" if layouts else "")
