@@ -39,7 +39,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..check.engine import Comparison, Context
-from ..diagnosis import claims as declared_claims
+from ..diagnosis import claims as declared_claims, establish
 from ..language.registry import detector, protocol
 from ..ops import upcast
 from ..ops._math import gelu as _gelu, softmax as _softmax
@@ -309,6 +309,7 @@ def exceptional(ctx: Context):
             continue  # raising instead of returning a non-finite result is allowed
         out = ctx.validate(res, case, inputs)
         cmp = ctx.evaluate(case, inputs, out, ref, x=xq, extra=extra)
+        cmp = establish.exceptional_comparison(ctx, cmp, policy)  # finite errors: not ours
         rec["cmp"] = cmp
         comps.append(cmp)
     findings = [r for r in records if r.get("finding")]

@@ -96,3 +96,23 @@ def precision_message(bench, explained, op) -> str:
     return (f"no shape-specific failure: the benchmarked shape fails too, and the held-out "
             f"shapes ({shapes}) err no more than its precision predicts; the precision is "
             f"for C-PRC-01 to judge")
+
+
+def exceptional_comparison(ctx, cmp, policy: str):
+    """C-EXC-01 judges exceptional semantics, not precision: under ``propagate`` and ``raise``
+    an element where the output and the oracle are both finite, and the oracle well inside the
+    format's range, is not this class's evidence however large its error (C-PRC-01 and the
+    op's other contracts judge it).  Under ``mask`` the finite values are the policy's result
+    and stay judged."""
+    if policy == "mask" or cmp.passed:
+        return cmp
+    from dataclasses import replace
+    fmax = ctx.op.output_format(ctx.dtype).max
+    with np.errstate(all="ignore"):
+        out, ref = np.asarray(cmp.out, np.float64), np.asarray(cmp.ref, np.float64)
+        finite = np.isfinite(out) & np.isfinite(ref) & (np.abs(ref) < fmax / 2) \
+            & (np.abs(out) < fmax / 2)
+    if not finite.any():
+        return cmp
+    ok = np.asarray(cmp.ok, dtype=bool) | np.broadcast_to(finite, np.shape(cmp.ok))
+    return replace(cmp, ok=ok)
