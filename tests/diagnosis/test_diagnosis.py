@@ -77,3 +77,13 @@ def test_diagnosis_reads_a_saved_run_without_one():
     data = run_of("np-softmax-naive").to_json()
     data.pop("diagnosis")
     assert [c.cls for c in diagnose(data).primary] == ["C-PRC-02"]
+
+
+def test_case_studies_show_one_primary_cause_each():
+    from kcontract.demo import CASE_STUDIES, examples_dir, run_case
+    base = examples_dir()
+    for cs in CASE_STUDIES:
+        if cs.expect != "violation":
+            continue
+        d = run_case(cs, base).diagnosed()
+        assert len(d.primary) == 1, (cs.key, [c.to_json() for c in d.primary])
