@@ -87,3 +87,20 @@ def test_case_studies_show_one_primary_cause_each():
             continue
         d = run_case(cs, base).diagnosed()
         assert len(d.primary) == 1, (cs.key, [c.to_json() for c in d.primary])
+
+
+def test_hint_re_judges_the_recorded_calls_under_the_suggested_claim():
+    c = BY_NAME["np-embedding-take-clip"]
+    run = check(c.spec, op=c.op, dtype=c.dtype, in_process=True, hints=True)
+    hints = run.diagnosed().hints
+    assert [h.claim for h in hints] == ["oob=clamp"] and hints[0].conforms
+    assert run.to_json()["diagnosis"]["hints"][0]["text"] == "conforms if declared oob=clamp"
+    # and the hint is true: declared, the kernel conforms
+    assert check(c.spec, op=c.op, dtype=c.dtype, in_process=True,
+                 declare={"oob": "clamp"}).verdict == "conformant"
+
+
+def test_no_hint_where_no_claim_describes_the_kernel():
+    c = BY_NAME["np-softmax-naive"]
+    run = check(c.spec, op=c.op, dtype=c.dtype, in_process=True, hints=True)
+    assert run.verdict == "violation" and not run.diagnosed().hints

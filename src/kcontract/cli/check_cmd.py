@@ -37,7 +37,7 @@ def run_check(kernel, *, op, dtype, framework, device, classes, declared, seed, 
         return check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                      classes=classes, declare=declared, seed=seed, in_process=in_process,
                      timeout=timeout, contracts=contracts, progress=tick,
-                     reproduce_prefix=reproduce_prefix)
+                     reproduce_prefix=reproduce_prefix, hints=True)
 
 
 def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, store=None,
