@@ -941,15 +941,19 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> dict:
     if stale:
         sig["stale_calls"] = [{"call": s["call"], "reason": s["reason"],
                                "identical_to": s.get("identical_to")} for s in stale]
-        sig["not_a_function_of_inputs"] = True
         ident = [s for s in stale if s.get("identical_to")]
+        # a repeated call that raised says nothing of what its output is a function of
+        sig["not_a_function_of_inputs"] = bool(ident) or any(s.get("digest") for s in stale)
         if ident:
             parts.append("output is not a function of the current inputs (identical to an "
                          f"earlier call's output: {ident[0]['call']} returned the output of the "
                          f"{ident[0]['identical_to']})")
-        else:
+        elif sig["not_a_function_of_inputs"]:
             parts.append("output is not a function of the current inputs (wrong on a repeated "
                          f"call at a shape that passed: {stale[0]['call']}: {stale[0]['reason']})")
+        else:
+            parts.append(f"fails on a repeated call at a shape that passed: {stale[0]['call']}: "
+                         f"{stale[0]['reason']}")
     sig["summary"] = "; ".join(parts)
     return sig
 
