@@ -408,6 +408,15 @@ def subnormal_inputs(op, shape: dict, fmt, kind: str, rng) -> Optional[dict]:
         x = sub(s, rng, fmt) if kind == "inputs" else \
             rng.uniform(1.0, 1.99, s) * tiny * _signs(rng, s)
         return {"x": _store(x, fmt.dtype)}
+    if name == "softmax":
+        if kind == "inputs":
+            return None  # exp of a subnormal logit is 1 either way: flushing it is invisible
+        s = shapes["x"]
+        # logits this far below the row maximum give probabilities in the subnormal range
+        lo, hi = -np.log(fmt.tiny), -np.log(fmt.smallest_subnormal)
+        x = -(lo + rng.uniform(0.1, 0.8, s) * (hi - lo))
+        x[..., 0] = 0.0  # the row maximum: its probability is about 1
+        return {"x": _store(x, fmt.dtype)}
     if name == "cast":
         s = shapes["x"]
         f32 = get_format("float32")
