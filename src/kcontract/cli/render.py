@@ -20,14 +20,16 @@ STYLE = {"pass": "green", "violation": "bold red", "error": "bold magenta", "ski
 
 
 def results_table(run: Mapping[str, Any]) -> Table:
-    """One line per contract: class, contract, verdict, cases, time, and its role in the
-    diagnosis (the cause, or the contract it follows from) or why it was skipped."""
+    """One line per contract: class, contract, verdict, kernel calls, time, and its role in
+    the diagnosis (the cause, or the contract it follows from) or why it was skipped.  The
+    count is of kernel calls (``ContractResult.cases``), which a protocol's probes make on top
+    of the cases its message counts ("3 of 4 cases fail"), hence its own name."""
     diag = of_run(run)
     t = Table(title=f"{run['kernel']}  op={run['op']} dtype={run['dtype']} "
                     f"framework={run['framework']} device={run['device']}", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
     for name, kw in (("class", {}), ("contract", {}), ("verdict", {}),
-                     ("cases", {"justify": "right"}), ("time", {"justify": "right"}),
+                     ("calls", {"justify": "right"}), ("time", {"justify": "right"}),
                      ("note", {"overflow": "ellipsis", "max_width": 26})):
         t.add_column(name, no_wrap=True, **kw)
     for r in run["results"]:
