@@ -44,7 +44,7 @@ def cause_lines(run: Mapping[str, Any], diag: Optional[Diagnosis] = None) -> lis
                      if len(cause.contracts) > 1 else cause.contracts[0])
             out.append(("error", f"! {label}kernel error in {where}: {cause.text}"))
         else:
-            shown = (f"{cause.cls} (shown by {head.get('contract')} {cause.contracts[0]})"
+            shown = (f"{cause.cls}, shown by {head.get('contract')} {cause.contracts[0]}"
                      if head is not None and head.get("contract") != cause.cls
                      else f"{cause.cls} {cause.contracts[0]}")
             out.append(("violation", f"✗ {label}{shown}: {cause.text}"))
