@@ -104,3 +104,23 @@ def test_no_hint_where_no_claim_describes_the_kernel():
     c = BY_NAME["np-softmax-naive"]
     run = check(c.spec, op=c.op, dtype=c.dtype, in_process=True, hints=True)
     assert run.verdict == "violation" and not run.diagnosed().hints
+
+
+def test_a_flushed_softmax_is_one_subnormal_cause():
+    from kcontract.check.verdict import Case, ContractResult, RunResult, Status, Violation
+    case = Case(shape={"R": 16, "N": 64}, dtype="float32", seed=0, family="logits")
+
+    def result(cls, cid, code, actual, expected):
+        v = Violation(cid, cls, case, code, "m", actual=actual, expected=expected)
+        return ContractResult(contract=cls, id=cid, verdict=Status.VIOLATION,
+                              message=f"{code} (1 of 1 cases fail)", violation=v,
+                              signature={"code": code, "flushed": "outputs"})
+    run = RunResult(kernel="k", op="softmax", dtype="float32", framework="numpy", device="cpu",
+                    claims={}, environment={}, results=[
+                        result("C-PRC-02", "prc02-softmax", "C-PRC-02.unstable-formulation",
+                               0.0, 2.2e-42),
+                        result("C-PRC-03", "prc03-softmax", "C-PRC-03.subnormal-flush",
+                               0.0, 1e-40)])
+    d = diagnose(run)
+    assert [(c.cls, c.contracts) for c in d.primary] == [("C-PRC-03", ("prc03-softmax",))]
+    assert d.explained["prc02-softmax"].by == "prc03-softmax"

@@ -54,7 +54,9 @@ def rank(f: Finding, dtype: str = "float32") -> int:
         return SHAPE_FAULT_RANK
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][0]
-    return CLASS_RANK.get(cause_class(f, dtype), 200)
+    cause = cause_class(f, dtype)
+    # a finding that states another class's cause comes after that class's own contract
+    return CLASS_RANK.get(cause, 200) + (cause != f.cls)
 
 
 def cause_class(f: Finding, dtype: str = "float32") -> str:
