@@ -183,3 +183,23 @@ def test_sides_with_different_claims_are_noted_and_each_judged_by_its_own(tmp_pa
     arb = arbitrate(a, b).to_json()
     assert arb["violators"] == []
     assert any("declared different claims (oob: A clamp, B raise)" in n for n in arb["notes"])
+
+
+def test_arbitration_compares_primary_causes():
+    from kcontract.arbitrate import compare_causes
+    from kcontract.check.verdict import ContractResult, RunResult, Status, Violation, Case
+    case = Case(shape={"M": 1}, dtype="float32", seed=0, family="normal")
+
+    def run(results):
+        return RunResult(kernel="k", op="matmul", dtype="float32", framework="numpy",
+                         device="cpu", claims={}, environment={}, results=results)
+    bad = ContractResult(contract="C-PRC-04", id="prc04-matmul", verdict=Status.VIOLATION,
+                         message="operands rounded to fp16 (4 of 4 cases fail)",
+                         signature={"code": "C-PRC-04.format-substitution"},
+                         violation=Violation("prc04-matmul", "C-PRC-04", case,
+                                             "C-PRC-04.format-substitution", "m"))
+    good = ContractResult(contract="C-PRC-04", id="prc04-matmul", verdict=Status.PASS)
+    got = compare_causes(run([good]), run([bad]), "A", "B")
+    assert not got["same"] and got["A"] == [] and got["B"][0]["class"] == "C-PRC-04"
+    assert "operands rounded to fp16" in got["statement"]
+    assert compare_causes(run([bad]), run([bad]), "A", "B")["same"]

@@ -33,7 +33,7 @@ def contract(cid: str):
 def test_the_family_is_complete():
     expected = {"prc01-matmul", "prc01-sum", "prc01-attention", "prc01-layernorm",
                 "prc01-linear_gelu", "prc02-softmax", "prc02-layernorm", "prc02-attention",
-                "prc03-matmul", "prc03-sum", "prc03-gelu", "prc03-cast",
+                "prc03-matmul", "prc03-sum", "prc03-gelu", "prc03-cast", "prc03-softmax",
                 "prc04-matmul", "prc04-attention", "prc04-cast"}
     assert set(PRC_IDS) == expected
     for cid in PRC_IDS:
@@ -195,6 +195,7 @@ def test_prc02_exp_without_max_subtraction(cid):
     ("prc03-sum", "kcontract.suite.kernels.prc03_sum:bad", "outputs"),
     ("prc03-sum", f"{RECIPES_MOD}:sum_daz", "inputs"),
     ("prc03-gelu", "kcontract.suite.kernels.prc03_gelu:bad", "outputs"),
+    ("prc03-softmax", "kcontract.suite.kernels.prc03_softmax:bad", "outputs"),
 ])
 def test_prc03_says_where_subnormals_were_flushed(cid, kernel, where):
     res = run_one(cid, kernel)

@@ -537,8 +537,29 @@ def arbitrate(a: Recording | str, b: Recording | str, *, contracts=None,
             "agree": not differing and not only_a and not only_b
             and all(r["a_verdict"] == r["b_verdict"] for r in rows),
             "violators": sorted(violators), "contracts": rows, "disagreements": disagreements,
+            "causes": compare_causes(run_a, run_b, la, lb),
             "notes": notes, "arbitrated_with": {"kcontract": __version__}}
     return Arbitration(jsonable(data))
+
+
+def compare_causes(run_a, run_b, la: str, lb: str) -> dict:
+    """Each side's primary causes (the run-level diagnosis of its replayed run) and what
+    they say together: the same causes, different ones, or one side's alone."""
+    da, db = run_a.diagnosed(), run_b.diagnosed()
+    ca = [c.to_json() for c in da.primary]
+    cb = [c.to_json() for c in db.primary]
+    ka, kb = {c["class"] for c in ca}, {c["class"] for c in cb}
+
+    def said(label, cs):
+        return "; ".join(f"{c['class']} ({', '.join(c['contracts'])}): {c['cause']}" for c in cs) \
+            or "no cause (conforms)"
+    if ka == kb:
+        statement = ("neither side has a cause of failure" if not ka else
+                     f"both sides fail for the same cause{'s' if len(ka) > 1 else ''} "
+                     f"({', '.join(sorted(ka))}): {la}: {said(la, ca)}; {lb}: {said(lb, cb)}")
+    else:
+        statement = f"{la}: {said(la, ca)}; {lb}: {said(lb, cb)}"
+    return {la: ca, lb: cb, "same": ka == kb, "statement": statement}
 
 
 def _finding(cls, cid, side_a, side_b, mine, only, contract, ma, mb, by_a, by_b, captured):

@@ -75,13 +75,12 @@ def run_case(cs: CaseStudy, base: Path, seed: int = 0):
 
 
 def diagnosis(run) -> str:
+    """The run's primary cause(s), with how many other violations follow from them."""
+    from .diagnosis.text import summary
     bad = [r for r in run.results if r.verdict.value in ("violation", "error")]
     if not bad:
         return f"conformant ({len(run.results)} contracts pass)"
-    parts = []
-    for r in bad:
-        parts.append(f"{r.contract} {r.verdict.value}: {r.message}")
-    return "; ".join(parts)
+    return summary(run.diagnosed())
 
 
 def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,

@@ -339,16 +339,19 @@ def _claim_text(v) -> str:
 
 # -- messages and reports -------------------------------------------------------------------------
 def failure_message(run, target: Target, session: _Session) -> str:
-    from .cli.render import violation_block
+    from .diagnosis.text import cause_lines
     data = run.to_json()
     bad = [r for r in data["results"] if r["verdict"] in ("violation", "error")]
     what = "breaks" if run.verdict == "violation" else "errors on"
+    causes = len((data.get("diagnosis") or {}).get("primary") or [])
     lines = [f"kcontract: {target.display} {what} {len(bad)} contract"
              f"{'s' if len(bad) != 1 else ''} (op={run.op} dtype={run.dtype} "
-             f"framework={run.framework} device={run.device})"]
-    for r in bad:
-        lines.append("")
-        lines.extend(violation_block(r))
+             f"framework={run.framework} device={run.device}): {causes} primary cause"
+             f"{'s' if causes != 1 else ''}"]
+    for kind, line in cause_lines(data):
+        if kind in ("violation", "error"):
+            lines.append("")
+        lines.append(line)
     if target.fn is not None:
         lines += ["", target.note]
     if session.secret:

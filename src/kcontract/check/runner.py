@@ -69,12 +69,14 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
           seed: int = 0, in_process: bool = False, timeout: float = 60.0,
           contracts: Optional[Iterable[Contract]] = None,
           progress: Optional[Callable[[str, int], None]] = None,
-          handle=None, reproduce_prefix: Optional[str] = None, sandbox=None) -> RunResult:
+          handle=None, reproduce_prefix: Optional[str] = None, sandbox=None,
+          hints: bool = False) -> RunResult:
     """Check ``kernel`` (``file.py:function`` or ``module:function``) against the
     contracts of ``op`` (a name, an op spec ``ops.py:NAME`` / ``module:NAME``, or an
     :class:`~kcontract.ops.Op`) at ``dtype``.  Never raises for a kernel's misbehaviour:
     that is a verdict.  Raises :class:`UsageError` / :class:`ContractError` for
-    bad arguments or contracts."""
+    bad arguments or contracts.  ``hints``: record the calls and re-judge them under the
+    claims the primary causes suggest (:mod:`kcontract.diagnosis.hints`)."""
     t_start = time.perf_counter()
     op_obj = get_op(op)
     op_ref = op if isinstance(op, str) else op_reference(op_obj)
@@ -98,6 +100,9 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
             extra = {} if in_process else {"sandbox": sandbox}
             handle = handle_cls(kernel, framework=framework, device=device, timeout=timeout,
                                 **extra)
+            if hints:
+                from ..arbitrate import RecordingHandle
+                handle = RecordingHandle(handle)
             info = handle.start()
         else:
             info = handle.info
@@ -129,6 +134,13 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
     finally:
         if own_handle:
             handle.close()
+    if hints and own_handle and hasattr(handle, "calls"):
+        from ..diagnosis import diagnose
+        from ..diagnosis.hints import find_hints
+        found = find_hints(run, handle.calls, kernel=kernel, op=op, dtype=fmt.name,
+                           framework=framework, device=device, declared=declared, seed=seed,
+                           contracts=contracts)
+        run.diagnosis = diagnose(run, found)
     run.seconds = time.perf_counter() - t_start
     run.timings["total"] = run.seconds
     return run

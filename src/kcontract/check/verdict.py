@@ -10,6 +10,9 @@ import numpy as np
 
 RUN_SCHEMA = "kcontract.run/1"
 
+#: the run's verdict -> the exit status of ``kcontract check`` (2: usage, 3: a checker bug)
+EXIT_CODES = {"conformant": 0, "violation": 1, "error": 4}
+
 
 class Status(str, Enum):
     PASS = "pass"
@@ -153,6 +156,8 @@ class RunResult:
     #: the files of the modules the kernel's worker loaded from outside the Python
     #: installation, each with its sha256 as read by the checker: [{path, sha256}]
     modules: list = field(default_factory=list)
+    #: the primary causes and what they explain (kcontract.diagnosis); derived when unset
+    diagnosis: Any = None
 
     @property
     def verdict(self) -> str:
@@ -165,7 +170,9 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict == "conformant" else 1
+        """0 conformant, 1 a violation, 4 a kernel error (it raised, crashed, hung, returned
+        the wrong shape or dtype, tampered, failed to import) and no violation."""
+        return EXIT_CODES[self.verdict]
 
     def nothing_checked(self) -> Optional[str]:
         """Why nothing was checked, when every selected contract was skipped (or none
@@ -183,7 +190,14 @@ class RunResult:
             "verdict": self.verdict, "sandbox": self.sandbox,
             "modules": [dict(m) for m in self.modules],
             "results": [r.to_json() for r in self.results],
+            "diagnosis": self.diagnosed().to_json(),
         }
+
+    def diagnosed(self):
+        """The run's diagnosis (primary causes, explained violations, hints)."""
+        from ..diagnosis import diagnose
+        hints = self.diagnosis.hints if self.diagnosis is not None else ()
+        return diagnose(self, hints)
 
 
 def jsonable(obj: Any) -> Any:

@@ -44,6 +44,7 @@ from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
 from ..check.verdict import Diagnosis
 from ..errors import UsageError
+from ..diagnosis import establish
 from ..language.registry import detector, protocol
 from .common import summarize, verdict_from, worst
 
@@ -525,6 +526,7 @@ def shapes(ctx: Context):
         if not r.passed and r.failure is None and stale_digests.intersection(r.digests):
             r.stale = True
     failing = [r for r in results if not r.passed and not r.stale]
+    failing, precision_only = establish.shape_failures(results[0], failing)  # not shape faults
     # the same shape, its inputs as non-contiguous views: a kernel that reads memory as if
     # every input were contiguous is right at every shape and wrong here
     layouts: list[ShapeResult] = []
@@ -549,6 +551,9 @@ def shapes(ctx: Context):
     rows = summarize(comps + fresh_comps)
     details = {"cases": rows, "shapes": [{"shape": r.describe(op), "role": r.role, "passed": r.passed,
                                           "reason": r.reason} for r in results + layouts]}
+    if not failing and not stale and not bad_layouts and precision_only:
+        return ctx.passed(establish.precision_message(results[0], precision_only, op),
+                          details=details, seconds=time.perf_counter() - t0)
     if not failing and not stale and not bad_layouts:
         n_fresh = ", fresh outputs on repeated calls" if ctx.param("freshness", True) else ""
         n_lay = (f", inputs as {' and '.join(r.layout for r in layouts)} views" if layouts else "")
@@ -866,15 +871,19 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> Diagnosis
     if stale:
         sig["stale_calls"] = [{"call": s["call"], "reason": s["reason"],
                                "identical_to": s.get("identical_to")} for s in stale]
-        sig["not_a_function_of_inputs"] = True
         ident = [s for s in stale if s.get("identical_to")]
+        # a repeated call that raised says nothing of what its output is a function of
+        sig["not_a_function_of_inputs"] = bool(ident) or any(s.get("digest") for s in stale)
         if ident:
             parts.append("output is not a function of the current inputs (identical to an "
                          f"earlier call's output: {ident[0]['call']} returned the output of the "
                          f"{ident[0]['identical_to']})")
-        else:
+        elif sig["not_a_function_of_inputs"]:
             parts.append("output is not a function of the current inputs (wrong on a repeated "
                          f"call at a shape that passed: {stale[0]['call']}: {stale[0]['reason']})")
+        else:
+            parts.append(f"fails on a repeated call at a shape that passed: {stale[0]['call']}: "
+                         f"{stale[0]['reason']}")
     table = sig.pop("shape_table")
     return Diagnosis(summary="; ".join(parts), quantities=sig, details={"shapes": table})
 

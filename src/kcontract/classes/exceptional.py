@@ -38,6 +38,7 @@ import numpy as np
 
 from ..check.engine import Comparison, Context
 from ..check.verdict import Diagnosis
+from ..diagnosis import claims as declared_claims, establish
 from ..language.registry import detector, protocol
 from ..ops import upcast
 from ..ops.base import Lacks
@@ -169,6 +170,7 @@ def exceptional(ctx: Context):
     for case, inputs, placed in exceptional_cases(ctx):
         t1 = time.perf_counter()
         ref, xq, extra = policy_reference(ctx.op, inputs, policy, ctx.kwargs())
+        ref = declared_claims.exceptional_reference(ctx, inputs, ref)
         ctx.timings["oracle"] += time.perf_counter() - t1
         res = ctx.call(inputs)
         rec = {"case": case, "inputs": inputs, "placed": placed, "status": res.status,
@@ -186,6 +188,7 @@ def exceptional(ctx: Context):
             continue  # raising instead of returning a non-finite result is allowed
         out = ctx.validate(res, case, inputs)
         cmp = ctx.evaluate(case, inputs, out, ref, x=xq, extra=extra)
+        cmp = establish.exceptional_comparison(ctx, cmp, policy)  # finite errors: not ours
         rec["cmp"] = cmp
         comps.append(cmp)
     findings = [r for r in records if r.get("finding")]
@@ -419,7 +422,19 @@ def classify_rows(table: np.ndarray, indices: np.ndarray, out) -> set:
         if np.all((got == want) & (np.signbit(got) == np.signbit(want))
                   | (np.isnan(got) & np.isnan(want))):
             match.add(pol)
+    if not match and _nan_filled(tab, indices, got):
+        match.add("fill")
     return match or {"garbage"}
+
+
+def _nan_filled(tab: np.ndarray, indices: np.ndarray, got: np.ndarray) -> bool:
+    """Out-of-range rows filled with NaN, in-range rows (python-style negatives included)
+    right: a deterministic fill, not garbage."""
+    V = tab.shape[0]
+    inside = (indices >= -V) & (indices < V)
+    want = tab[np.where(inside, indices, 0) % V]
+    return bool(np.all(np.isnan(got[~inside])) and np.all(got[inside] == want[inside])
+                and (~inside).any())
 
 
 def _side_text(side: str, V: int) -> str:
@@ -428,20 +443,33 @@ def _side_text(side: str, V: int) -> str:
 
 def describe_side(obs: list[tuple[int, set]], side: str, V: int) -> str:
     """One phrase for a side: "clamp", or "wrap for -V <= i < 0 (python-style), raise below"."""
+    order = ("raise", "clamp", "wrap", "zero", "fill", "crash", "hang", "garbage")
     common = set.intersection(*[set(s) for _, s in obs]) if obs else set()
-    for pol in ("raise", "clamp", "wrap", "zero", "crash", "hang", "garbage"):
+    for pol in order:
         if pol in common:
-            return pol
+            return _label_text(pol)
     if side == BELOW:
-        py = all(("wrap" in s) if i >= -V else (s == {"raise"}) for i, s in obs)
-        if py:
-            return "wrap for -V <= i < 0, raise below -V (python-style)"
+        if all(("wrap" in s) for i, s in obs if i >= -V):
+            below = [set(s) for i, s in obs if i < -V]
+            rest = set.intersection(*below) if below else set()
+            lab = next((p for p in order if p in rest), None)
+            if lab == "raise":
+                return "wrap for -V <= i < 0, raise below -V (python-style)"
+            if lab is not None:
+                return f"wrap for -V <= i < 0, {_label_text(lab)} below -V"
+    # an index two policies explain alike (-V: clamp and wrap both give row 0) gets the
+    # label the side's other indices share
+    seen = {p: sum(p in s for _, s in obs) for p in order}
     parts = []
     for i, s in obs:
-        lab = next((p for p in ("raise", "clamp", "wrap", "zero", "crash", "hang", "garbage")
-                    if p in s), "garbage")
-        parts.append(f"{lab} at {i}")
+        lab = max((p for p in order if p in s), key=lambda p: (seen[p], -order.index(p)),
+                  default="garbage")
+        parts.append(f"{_label_text(lab)} at {i}")
     return "mixed: " + ", ".join(parts)
+
+
+def _label_text(label: str) -> str:
+    return "fill (NaN)" if label == "fill" else label
 
 
 def oob_conforms(declared: str, labels: set) -> bool:

@@ -1,7 +1,8 @@
 """The command line, thin over the API.
 
-Exit codes (a stable interface): 0 success / conformant, 1 violation or kernel
-error, 2 usage or contract-file error.  Each subcommand lives in its own module
+Exit codes (a stable interface): 0 success / conformant, 1 a violation, 2 usage or
+contract-file error, 3 a bug in the checker, 4 a kernel error (``kcontract check``: the kernel
+raised, crashed, hung or returned the wrong shape or dtype on some contract).  Each subcommand lives in its own module
 and registers itself on :data:`main`.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import click
 from .. import __version__
 from ..errors import CheckerError, ContractError, UsageError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_KERNEL_ERROR = 0, 1, 2, 4
 
 
 class Group(click.Group):
@@ -53,4 +54,4 @@ for _name in _COMMAND_MODULES:
         if _exc.name != f"{__name__}.{_name}":
             raise
 
-__all__ = ["main", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE"]
+__all__ = ["main", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_KERNEL_ERROR"]

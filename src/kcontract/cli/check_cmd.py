@@ -13,7 +13,7 @@ from ..claims import parse_declarations
 from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import write_json
-from . import EXIT_FAIL, EXIT_OK, main
+from . import main
 from .render import print_run
 
 
@@ -39,7 +39,7 @@ def run_check(kernel, *, op, dtype, framework, device, classes, declared, seed, 
         return check(kernel, op=op, dtype=dtype, framework=framework, device=device,
                      classes=classes, declare=declared, seed=seed, in_process=in_process,
                      timeout=timeout, contracts=contracts, progress=tick,
-                     reproduce_prefix=reproduce_prefix)
+                     reproduce_prefix=reproduce_prefix, hints=True)
 
 
 def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, store=None,
@@ -89,8 +89,9 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     """Check KERNEL (path/to/file.py:function or package.module:function) against the
     contracts of --op at --dtype; or check FILE.yaml, a contract file naming its kernel.
 
-    Exit 0: every contract passes. 1: a violation or kernel error. 2: usage or
-    contract-file error, or nothing was checked (every selected contract skipped).
+    Exit 0: every contract passes. 1: a violation. 4: a kernel error (it raised,
+    crashed, hung, returned the wrong shape or dtype). 2: usage or contract-file error,
+    or nothing was checked (every selected contract skipped). 3: a bug in the checker.
     """
     declared = parse_declarations(declare)
     seed, secret = parse_seed(seed)
@@ -143,7 +144,7 @@ def check_command(kernel, op, dtype, framework, device, classes, declare, seed, 
     why = run.nothing_checked()
     if why is not None:
         raise UsageError(f"nothing was checked: every selected contract was skipped ({why})")
-    sys.exit(EXIT_OK if run.exit_code == 0 else EXIT_FAIL)
+    sys.exit(run.exit_code)
 
 
 def parse_seed(text) -> tuple[int, bool]:

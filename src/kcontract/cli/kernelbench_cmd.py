@@ -28,8 +28,18 @@ def comparison_rows(runs: Sequence) -> list[dict]:
                      "kernelbench_detail": (f"{kb.get('passed_trials', 0)}/{kb.get('trials', 0)} "
                                             f"trials, max diff {kb.get('max_difference', 0):.2g}")
                      if kb.get("passed") else (kb.get("message") or "failed"),
-                     "kcontract": r.verdict, "failing": list(r.failing)})
+                     "kcontract": r.verdict, "failing": list(r.failing),
+                     "causes": _causes(r.run)})
     return rows
+
+
+def _causes(run) -> str:
+    """The run's primary causes by class, with how many violations follow from them."""
+    diag = run.diagnosed()
+    if diag.empty:
+        return "-"
+    text = ", ".join(c.cls if c.kind != "error" else "kernel error" for c in diag.primary)
+    return text + (f" (+{len(diag.explained)} following)" if diag.explained else "")
 
 
 def comparison_table(runs: Sequence, dtype: str) -> Table:
@@ -37,12 +47,14 @@ def comparison_table(runs: Sequence, dtype: str) -> Table:
     tol = KERNELBENCH_TOLERANCE[dtype]
     t = Table(title=f"KernelBench's check (allclose atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials, "
                     f"its one shape and inputs) beside kcontract", title_justify="left")
-    for col in ("problem", "candidate", "KernelBench", "kcontract", "failing classes / codes"):
+    for col in ("problem", "candidate", "KernelBench", "kcontract", "primary cause",
+                "failing classes / codes"):
         t.add_column(col, overflow="fold")
     for row in comparison_rows(runs):
         kb = Text(row["kernelbench"], style="green" if row["kernelbench"] == "pass" else "red")
         kc = Text(row["kcontract"], style=STYLE.get(row["kcontract"], "bold red"))
-        t.add_row(row["problem"], row["candidate"], kb, kc, ", ".join(row["failing"]) or "-")
+        t.add_row(row["problem"], row["candidate"], kb, kc, row["causes"],
+                  ", ".join(row["failing"]) or "-")
     return t
 
 
@@ -50,10 +62,11 @@ def comparison_markdown(runs: Sequence, dtype: str) -> str:
     from ..kernelbench import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
     tol = KERNELBENCH_TOLERANCE[dtype]
     lines = [f"| problem | candidate | KernelBench (atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials) "
-             f"| kcontract | failing classes / codes |", "|---|---|---|---|---|"]
+             f"| kcontract | primary cause | failing classes / codes |",
+             "|---|---|---|---|---|---|"]
     for row in comparison_rows(runs):
         lines.append(f"| {row['problem']} | {row['candidate']} | {row['kernelbench']} | "
-                     f"{row['kcontract']} | {', '.join(row['failing']) or '-'} |")
+                     f"{row['kcontract']} | {row['causes']} | {', '.join(row['failing']) or '-'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,43 +1,53 @@
-"""Terminal rendering of verdicts (rich): a table, then one fixed-shape block per violation."""
+"""Terminal rendering of verdicts (rich): a table of one line per contract, then the
+diagnosis (each primary cause with its evidence, its consequences folded under it)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..diagnosis.text import cause_lines, of_run, role
 from ..report._util import MARK, nothing_checked, summary_text
-from ..report._util import violation_lines as violation_block
+
+#: the verdict table's short codes (the full words are in the summary line and the JSON)
+SHORT = {"pass": "pass", "violation": "viol", "error": "error", "skipped": "skip"}
 
 STYLE = {"pass": "green", "violation": "bold red", "error": "bold magenta", "skipped": "dim",
-         "conformant": "bold green"}
+         "conformant": "bold green", "explained": "yellow", "hint": "bold cyan"}
 
 
 def results_table(run: Mapping[str, Any]) -> Table:
+    """One line per contract: class, contract, verdict, kernel calls, time, and its role in
+    the diagnosis (the cause, or the contract it follows from) or why it was skipped.  The
+    count is of kernel calls (``ContractResult.cases``), which a protocol's probes make on top
+    of the cases its message counts ("3 of 4 cases fail"), hence its own name."""
+    diag = of_run(run)
     t = Table(title=f"{run['kernel']}  op={run['op']} dtype={run['dtype']} "
-                    f"framework={run['framework']} device={run['device']}", title_justify="left")
-    t.add_column("class")
-    t.add_column("contract")
-    t.add_column("verdict")
-    t.add_column("cases", justify="right")
-    t.add_column("time", justify="right")
-    t.add_column("message", overflow="fold", max_width=70)
+                    f"framework={run['framework']} device={run['device']}", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for name, kw in (("class", {}), ("contract", {}), ("verdict", {}),
+                     ("calls", {"justify": "right"}), ("time", {"justify": "right"}),
+                     ("note", {"overflow": "ellipsis", "max_width": 26})):
+        t.add_column(name, no_wrap=True, **kw)
     for r in run["results"]:
         v = r["verdict"]
-        t.add_row(r["contract"], r["id"], Text(f"{MARK.get(v, '?')} {v}", style=STYLE.get(v, "")),
-                  str(r.get("cases", "")), f"{r.get('seconds', 0):.2f}s", r.get("message", ""))
+        note = role(diag, str(r.get("id"))) or (r.get("message", "") if v == "skipped" else "")
+        t.add_row(r["contract"], r["id"], Text(f"{MARK.get(v, '?')} {SHORT.get(v, v)}",
+                                                  style=STYLE.get(v, "")),
+                  str(r.get("cases", "")), f"{r.get('seconds', 0):.2f}s", note)
     return t
 
 
 def print_run(run: Mapping[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(results_table(run))
-    for r in run["results"]:
-        if r["verdict"] in ("violation", "error"):
+    for kind, line in cause_lines(run):
+        if kind in ("violation", "error"):
             console.print()
-            for i, line in enumerate(violation_block(r)):
-                console.print(Text(line, style=STYLE.get(r["verdict"], "") if i == 0 else ""))
+        console.print(Text(line, style=STYLE.get(kind, "")))
     summary = summary_text(run)
     why = nothing_checked(run)
     if why is not None:

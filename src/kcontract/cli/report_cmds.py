@@ -307,6 +307,9 @@ def print_arbitration(data: dict, con: Console) -> None:
             con.print(Text(f"    e.g. {d['example']}"), soft_wrap=True)
     for n in data.get("notes") or []:
         con.print(Text(f"note: {n}", style="dim"), soft_wrap=True)
+    causes = data.get("causes") or {}
+    if causes.get("statement"):
+        con.print(Text(f"primary causes: {causes['statement']}", style="bold"), soft_wrap=True)
     if data["violators"]:
         con.print(Text(f"at fault: {', '.join(data['violators'])}", style="bold red"))
     elif data["agree"]:

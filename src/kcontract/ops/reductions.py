@@ -85,6 +85,17 @@ class Softmax(Rowwise):
                  "has_alt": np.zeros_like(p)}
         return p, {"x": np.where(present, xs, 0.0)}, extra
 
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        if kind == "inputs":
+            return None  # exp of a subnormal logit is 1 either way: flushing it is invisible
+        fmt = get_format(fmt)
+        s = self.input_shapes(shape)["x"]
+        # logits this far below the row maximum give probabilities in the subnormal range
+        lo, hi = -np.log(fmt.tiny), -np.log(fmt.smallest_subnormal)
+        x = -(lo + rng.uniform(0.1, 0.8, s) * (hi - lo))
+        x[..., 0] = 0.0  # the row maximum: its probability is about 1
+        return {"x": self._store(x, fmt.dtype)}
+
     def overflow_inputs(self, shape, dtype, rng):
         return self.generate(shape, dtype, "logits", rng)
 

@@ -268,9 +268,26 @@ def plots_section(run: Mapping[str, Any]) -> str:
     return "<h2>Plots</h2>" + "".join(blocks)
 
 
+def diagnosis_section(run: Mapping[str, Any]) -> str:
+    """The primary causes with the violations that follow from them, and the hints."""
+    from ..diagnosis.text import of_run
+    diag = of_run(run)
+    if diag.empty:
+        return ""
+    items = []
+    for c in diag.primary:
+        what = "kernel error" if c.kind == "error" else c.cls
+        sub = "".join(f"<li><code>{esc(e.contract)}</code> follows from it: {esc(e.reason)}</li>"
+                      for e in diag.consequences(c))
+        items.append(f"<li><b>{esc(what)}</b> (<code>{esc(', '.join(c.contracts))}</code>): "
+                     f"{esc(c.text)}" + (f"<ul>{sub}</ul>" if sub else "") + "</li>")
+    items += [f"<li>hint: {esc(h.text)}</li>" for h in diag.hints]
+    return f"<h2>Diagnosis</h2><ul class=\"diagnosis\">{''.join(items)}</ul>"
+
+
 def render_html(run: Mapping[str, Any]) -> str:
     """One self-contained HTML page for a run (``RunResult.to_json()``)."""
-    parts = [run_header(run), "<h2>Contracts</h2>", contract_table(run)]
+    parts = [run_header(run), diagnosis_section(run), "<h2>Contracts</h2>", contract_table(run)]
     bad = [r for r in results(run) if r.get("verdict") in ("violation", "error")]
     if bad:
         parts.append(f"<h2>Violations and errors ({len(bad)})</h2>")
@@ -396,6 +413,9 @@ def render_arbitration_html(report: Mapping[str, Any]) -> str:
             ("claims", fmt_value(side.get("claims") or {}, 400))]))
     for note in report.get("notes") or []:
         parts.append(f'<p class="note">{esc(note)}</p>')
+    causes = report.get("causes") if isinstance(report.get("causes"), Mapping) else None
+    if causes and causes.get("statement"):
+        parts.append(f"<h2>Primary causes</h2><p>{esc(causes['statement'])}</p>")
     rows = [(esc(c.get("contract")), f"<code>{esc(c.get('id'))}</code>",
              badge(str(c.get("a_verdict"))), badge(str(c.get("b_verdict"))),
              esc(c.get("differing_calls", 0)), esc(c.get("finding", "")))

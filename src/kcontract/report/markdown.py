@@ -21,6 +21,23 @@ def _cell(text: Any, limit: int = 140) -> str:
     return s.replace("|", "\\|")
 
 
+def diagnosis_markdown(run: Mapping[str, Any]) -> list[str]:
+    """The primary causes, each with the violations that follow from it, and the hints."""
+    from ..diagnosis.text import of_run
+    diag = of_run(run)
+    if diag.empty:
+        return []
+    out = ["**Diagnosis**", ""]
+    for c in diag.primary:
+        what = "kernel error" if c.kind == "error" else c.cls
+        out.append(f"- **{what}** (`{'`, `'.join(c.contracts)}`): {_cell(c.text, 300)}")
+        for e in diag.consequences(c):
+            out.append(f"  - `{e.contract}` follows from it: {_cell(e.reason, 200)}")
+    for h in diag.hints:
+        out.append(f"- hint: {_cell(h.text, 200)}")
+    return out + [""]
+
+
 def render_markdown(run: Mapping[str, Any]) -> str:
     """A pull-request comment for a run (``RunResult.to_json()``)."""
     verdict = overall(run)
@@ -36,6 +53,7 @@ def render_markdown(run: Mapping[str, Any]) -> str:
              f"`{run.get('framework', '?')}` · device `{run.get('device', '?')}` · kernel "
              f"`{h[:12] or '–'}` · suite {run.get('suite_version', '?')} · {summary}", ""]
     rs = results(run)
+    lines += diagnosis_markdown(run)
     if rs:
         lines += ["| | class | contract | verdict | message |", "|---|---|---|---|---|"]
         for r in rs:

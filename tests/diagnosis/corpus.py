@@ -1,0 +1,185 @@
+"""The diagnosis corpus: real library kernels (``corpus_kernels.py``), each with the cause of its
+failures as established without kcontract.
+
+``causes`` are the contract classes of the root causes (empty: the kernel conforms);
+``how`` says how each was established: the library's documented semantics, a direct
+experiment in the library itself (``evidence`` runs it), or the kernel's construction.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "corpus_kernels.py")
+
+
+@dataclass(frozen=True)
+class CorpusCase:
+    name: str
+    kernel: str  # function in corpus_kernels.py
+    op: str
+    dtype: str
+    causes: tuple  # classes of the root causes; () = conforms
+    how: str
+    framework: str = "numpy"
+    declare: dict = field(default_factory=dict)
+    needs: str = ""  # a module the case needs (skipped where it is missing)
+    error: bool = False  # the root cause is a kernel error (wrong dtype, raised)
+
+    @property
+    def spec(self) -> str:
+        return f"{KERNELS}:{self.kernel}"
+
+
+CASES = (
+    # -- numpy / ml_dtypes --
+    CorpusCase("np-matmul-fp32", "np_matmul", "matmul", "float32", (),
+               "numpy's float32 matmul (BLAS sgemm) accumulates in float32"),
+    CorpusCase("np-matmul-fp16-operands", "np_matmul_fp16_operands", "matmul", "float32",
+               ("C-PRC-04",), "construction: operands rounded to float16 before an fp32 product "
+               "(and float16 overflows at 65504 and has no float32 subnormals)"),
+    CorpusCase("np-softmax-naive", "np_softmax_naive", "softmax", "float32", ("C-PRC-02",),
+               "construction: exp(x) without the row maximum overflows for logits above 88.7"),
+    CorpusCase("np-softmax", "np_softmax", "softmax", "float32", (),
+               "the max-subtracted formulation in float32 (float64 intermediates nowhere)"),
+    CorpusCase("np-layernorm-one-pass", "np_layernorm_one_pass", "layernorm", "float32",
+               ("C-PRC-02",), "construction: variance as E[x^2] - E[x]^2 cancels for inputs "
+               "with a large mean"),
+    CorpusCase("np-layernorm", "np_layernorm", "layernorm", "float32", (),
+               "the two-pass formulation (mean first, then the centred second moment)"),
+    CorpusCase("np-embedding-index", "np_embedding_index", "embedding", "float32",
+               ("C-EXC-02",), "numpy indexing semantics: a negative index counts from the end "
+               "(no error), past the end raises IndexError; the declared policy is raise"),
+    CorpusCase("np-embedding-take-clip", "np_embedding_take_clip", "embedding", "float32",
+               ("C-EXC-02",), "numpy.take(mode='clip') documents clipping to the valid range"),
+    CorpusCase("np-embedding-take-wrap-declared", "np_embedding_take_wrap", "embedding",
+               "float32", (), "numpy.take(mode='wrap') documents wrapping, declared oob=wrap",
+               declare={"oob": "wrap"}),
+    CorpusCase("np-gelu-tanh", "np_gelu_tanh", "gelu", "float32", ("C-CMP-01",),
+               "construction: the tanh approximation where the erf form is due"),
+    CorpusCase("np-gelu-tanh-declared", "np_gelu_tanh", "gelu", "float32", (),
+               "the tanh approximation, declared approximation=tanh",
+               declare={"approximation": "tanh"}),
+    CorpusCase("np-cast-bf16", "np_cast", "cast", "bfloat16", (),
+               "ml_dtypes converts float32 to bfloat16 with round-to-nearest-even",
+               needs="ml_dtypes"),
+    CorpusCase("np-cast-bf16-truncate", "np_cast_bf16_truncate", "cast", "bfloat16",
+               ("C-PRC-04",), "construction: the low 16 bits dropped (round toward zero)",
+               needs="ml_dtypes"),
+    CorpusCase("np-sum-bf16-sequential", "np_sum_bf16_sequential", "sum", "bfloat16",
+               ("C-PRC-01",), "construction: ml_dtypes' bfloat16 add, one element at a time, "
+               "so the accumulator is bfloat16", needs="ml_dtypes"),
+    CorpusCase("np-gelu-vectorized", "np_gelu_vectorized", "gelu", "float32", (),
+               "numpy.vectorize over math.erf returns float64 arrays: a wrong output dtype",
+               error=True),
+    # -- shape faults (the generated kernels of examples/reward_hacked) --
+    CorpusCase("hacked-benchmark-shape-only", "np_matmul_benchmark_shape_only", "matmul",
+               "float32", ("C-CMP-03",), "construction: right only at the benchmarked shape"),
+    CorpusCase("hacked-reuses-result", "np_matmul_reuses_result", "matmul", "float32",
+               ("C-CMP-03",), "construction: returns the first call's result again"),
+    # -- torch (CPU) --
+    CorpusCase("torch-matmul-medium", "torch_matmul_medium", "matmul", "float32", (),
+               "experiment: on a CPU without bf16 matrix units, 'medium' gives the same bits as "
+               "'highest'", framework="torch", needs="torch"),
+    CorpusCase("torch-matmul-autocast-bf16", "torch_matmul_autocast_bf16", "matmul",
+               "float32", ("C-PRC-04",), "torch.autocast('cpu') documents matmul running in "
+               "bfloat16 (operands rounded, result in bfloat16)", framework="torch",
+               needs="torch"),
+    CorpusCase("torch-gelu-ftz", "torch_gelu_ftz", "gelu", "float32", ("C-PRC-03",),
+               "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 (documented)",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-matmul-ftz", "torch_matmul_ftz", "matmul", "float32", ("C-PRC-03",),
+               "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 (documented)",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-sum-ftz", "torch_sum_ftz", "sum", "float32", ("C-PRC-03",),
+               "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 (documented)",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-softmax-ftz", "torch_softmax_ftz", "softmax", "float32", ("C-PRC-03",),
+               "torch.set_flush_denormal(True): probabilities below the smallest normal "
+               "become 0", framework="torch", needs="torch"),
+    CorpusCase("torch-softmax-ftz-declared", "torch_softmax_ftz", "softmax", "float32", (),
+               "the same, declared subnormals=flush", framework="torch", needs="torch",
+               declare={"subnormals": "flush"}),
+    CorpusCase("torch-gelu-bf16", "torch_gelu", "gelu", "bfloat16", (),
+               "experiment: F.gelu on bfloat16 subnormals (1e-39) returns the bfloat16 "
+               "subnormal nearest the exact result", framework="torch", needs="torch"),
+    CorpusCase("torch-gelu-tanh", "torch_gelu_tanh", "gelu", "float32", ("C-CMP-01",),
+               "F.gelu(approximate='tanh') is documented as the tanh approximation",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-softmax-fp32", "torch_softmax", "softmax", "float32", (),
+               "torch's CPU softmax subtracts the maximum, float32 throughout",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-layernorm-fp32", "torch_layernorm", "layernorm", "float32", (),
+               "torch's CPU layer_norm (Welford) in float32", framework="torch", needs="torch"),
+    # -- JAX (CPU) --
+    CorpusCase("jax-gelu", "jax_gelu", "gelu", "float32", ("C-CMP-01", "C-PRC-03"),
+               "jax.nn.gelu defaults to approximate=True (documented); XLA's CPU backend "
+               "flushes denormals (experiment: 1e-40 * 1 gives 0)", needs="jax"),
+    CorpusCase("jax-gelu-erf", "jax_gelu_erf", "gelu", "float32", ("C-PRC-03",),
+               "XLA's CPU backend flushes denormals (experiment: 1e-40 * 1 gives 0)",
+               needs="jax"),
+    CorpusCase("jax-gelu-erf-flush-declared", "jax_gelu_erf", "gelu", "float32", (),
+               "the same, declared subnormals=flush", needs="jax",
+               declare={"subnormals": "flush"}),
+    CorpusCase("jax-matmul-flush-declared", "jax_matmul", "matmul", "float32", (),
+               "XLA:CPU float32 dot accumulates in float32; flushing declared", needs="jax",
+               declare={"subnormals": "flush"}),
+    CorpusCase("jax-softmax-flush-declared", "jax_softmax", "softmax", "float32", (),
+               "jax.nn.softmax subtracts the maximum; flushing declared", needs="jax",
+               declare={"subnormals": "flush"}),
+    CorpusCase("jax-embedding-take", "jax_embedding_take", "embedding", "float32",
+               ("C-EXC-02",), "jnp.take documents mode='fill' (NaN) for out-of-range indices",
+               needs="jax"),
+    CorpusCase("jax-embedding-index", "jax_embedding_index", "embedding", "float32",
+               ("C-EXC-02",), "JAX's indexing documents clamping out-of-range indices",
+               needs="jax"),
+)
+
+
+def available(case: CorpusCase) -> bool:
+    if not case.needs:
+        return True
+    import importlib.util
+    return importlib.util.find_spec(case.needs) is not None
+
+
+@dataclass(frozen=True)
+class Score:
+    """One case's diagnosis against its established cause."""
+
+    case: CorpusCase
+    verdict: str
+    primary: tuple  # classes of the primary causes ("kernel" for a kernel error)
+    violated: tuple  # contract ids that violated or errored
+    unrelated: tuple  # of those: neither a right primary cause nor explained by one
+
+    @property
+    def finding(self) -> bool:
+        return bool(self.case.causes) or self.case.error
+
+    @property
+    def right(self) -> bool:
+        # one primary cause per established cause: the same class twice is one too many
+        want = ["kernel"] if self.case.error else list(self.case.causes)
+        return sorted(self.primary) == sorted(want)
+
+    @property
+    def false_alarm(self) -> bool:
+        return not self.finding and self.verdict != "conformant"
+
+
+def score(case: CorpusCase, run) -> Score:
+    """Score a run (RunResult or its JSON) of ``case``."""
+    data = run if isinstance(run, dict) else run.to_json()
+    diag = data.get("diagnosis") or {}
+    primary = diag.get("primary") or []
+    explained = diag.get("explained") or {}
+    want = {"kernel"} if case.error else set(case.causes)
+    right_ids = {cid for c in primary if c.get("class") in want for cid in c.get("contracts", [])}
+    violated = tuple(r["id"] for r in data.get("results", [])
+                     if r.get("verdict") in ("violation", "error"))
+    unrelated = tuple(cid for cid in violated if cid not in right_ids and not (
+        cid in explained and explained[cid].get("by") in right_ids))
+    return Score(case, str(data.get("verdict")), tuple(c.get("class") for c in primary),
+                 violated, unrelated)

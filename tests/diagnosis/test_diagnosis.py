@@ -1,0 +1,126 @@
+"""The run-level diagnosis: one primary cause per finding on the corpus (a fast subset; the
+whole corpus is benchmarks/bench_diagnosis.py), identical kernel errors grouped, consequences
+folded under their cause, an 80-column verdict table."""
+import io
+import os
+import sys
+
+import pytest
+from rich.console import Console
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from corpus import CASES, score  # noqa: E402
+
+from kcontract.check.runner import check  # noqa: E402
+from kcontract.cli.render import print_run  # noqa: E402
+from kcontract.diagnosis import diagnose  # noqa: E402
+
+FAST = ("np-matmul-fp16-operands", "np-softmax-naive", "np-gelu-tanh", "np-gelu-vectorized",
+        "np-embedding-take-clip", "hacked-reuses-result", "np-layernorm")
+BY_NAME = {c.name: c for c in CASES}
+_RUNS = {}
+
+
+def run_of(name):
+    if name not in _RUNS:
+        c = BY_NAME[name]
+        _RUNS[name] = check(c.spec, op=c.op, dtype=c.dtype, framework=c.framework,
+                            declare=c.declare, in_process=True)
+    return _RUNS[name]
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_primary_cause_is_the_established_one(name):
+    s = score(BY_NAME[name], run_of(name))
+    if s.finding:
+        assert s.right, (s.primary, BY_NAME[name].causes)
+        assert not s.unrelated, s.unrelated
+    else:
+        assert not s.false_alarm, s.violated
+
+
+def test_operand_substitution_explains_the_other_five_classes():
+    d = run_of("np-matmul-fp16-operands").to_json()["diagnosis"]
+    assert [c["class"] for c in d["primary"]] == ["C-PRC-04"]
+    explained = d["explained"]
+    assert set(explained) >= {"prc01-matmul", "prc03-matmul", "exc01-matmul", "ord01-matmul"}
+    assert "65504" in explained["exc01-matmul"]["reason"]
+    assert all(e["by"] == "prc04-matmul" for e in explained.values())
+
+
+def test_identical_kernel_errors_are_one_cause_listing_the_contracts():
+    run = run_of("np-gelu-vectorized")
+    d = diagnose(run)
+    assert len(d.primary) == 1 and d.primary[0].kind == "error"
+    assert len(d.primary[0].contracts) == sum(r.verdict.value == "error" for r in run.results) > 1
+    assert run.exit_code == 4  # a kernel error, told apart from a violation (1)
+    buf = io.StringIO()
+    print_run(run.to_json(), Console(file=buf, width=80))
+    assert buf.getvalue().count("returned dtype float64") == 1
+
+
+def test_verdict_table_is_one_line_per_contract_in_80_columns():
+    run = run_of("np-matmul-fp16-operands").to_json()
+    buf = io.StringIO()
+    print_run(run, Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    for r in run["results"]:
+        assert sum(1 for line in lines if f" {r['id']} " in line and r["contract"] in line) >= 1
+    cause = next(i for i, line in enumerate(lines) if line.startswith("✗ cause"))
+    follows = [i for i, line in enumerate(lines) if "follows from it" in line]
+    assert follows and min(follows) > cause  # consequences folded under their cause
+
+
+def test_diagnosis_reads_a_saved_run_without_one():
+    data = run_of("np-softmax-naive").to_json()
+    data.pop("diagnosis")
+    assert [c.cls for c in diagnose(data).primary] == ["C-PRC-02"]
+
+
+def test_case_studies_show_one_primary_cause_each():
+    from kcontract.demo import CASE_STUDIES, examples_dir, run_case
+    base = examples_dir()
+    for cs in CASE_STUDIES:
+        if cs.expect != "violation":
+            continue
+        d = run_case(cs, base).diagnosed()
+        assert len(d.primary) == 1, (cs.key, [c.to_json() for c in d.primary])
+
+
+def test_hint_re_judges_the_recorded_calls_under_the_suggested_claim():
+    c = BY_NAME["np-embedding-take-clip"]
+    run = check(c.spec, op=c.op, dtype=c.dtype, in_process=True, hints=True)
+    hints = run.diagnosed().hints
+    assert [h.claim for h in hints] == ["oob=clamp"] and hints[0].conforms
+    assert run.to_json()["diagnosis"]["hints"][0]["text"] == "conforms if declared oob=clamp"
+    # and the hint is true: declared, the kernel conforms
+    assert check(c.spec, op=c.op, dtype=c.dtype, in_process=True,
+                 declare={"oob": "clamp"}).verdict == "conformant"
+
+
+def test_no_hint_where_no_claim_describes_the_kernel():
+    c = BY_NAME["np-softmax-naive"]
+    run = check(c.spec, op=c.op, dtype=c.dtype, in_process=True, hints=True)
+    assert run.verdict == "violation" and not run.diagnosed().hints
+
+
+def test_a_flushed_softmax_is_one_subnormal_cause():
+    from kcontract.check.verdict import Case, ContractResult, RunResult, Status, Violation
+    case = Case(shape={"R": 16, "N": 64}, dtype="float32", seed=0, family="logits")
+
+    def result(cls, cid, code, actual, expected):
+        v = Violation(cid, cls, case, code, "m", actual=actual, expected=expected)
+        return ContractResult(contract=cls, id=cid, verdict=Status.VIOLATION,
+                              message=f"{code} (1 of 1 cases fail)", violation=v,
+                              signature={"code": code, "flushed": "outputs"})
+    run = RunResult(kernel="k", op="softmax", dtype="float32", framework="numpy", device="cpu",
+                    claims={}, environment={}, results=[
+                        result("C-PRC-02", "prc02-softmax", "C-PRC-02.unstable-formulation",
+                               0.0, 2.2e-42),
+                        result("C-PRC-03", "prc03-softmax", "C-PRC-03.subnormal-flush",
+                               0.0, 1e-40)])
+    d = diagnose(run)
+    assert [(c.cls, c.contracts) for c in d.primary] == [("C-PRC-03", ("prc03-softmax",))]
+    assert d.explained["prc02-softmax"].by == "prc03-softmax"
