@@ -57,7 +57,7 @@ def test_identical_kernel_errors_are_one_cause_listing_the_contracts():
     assert run.exit_code == 4  # a kernel error, told apart from a violation (1)
     buf = io.StringIO()
     print_run(run.to_json(), Console(file=buf, width=80))
-    assert buf.getvalue().count("returned dtype float64") == 1
+    assert buf.getvalue().count("the kernel returned dtype") == 1
 
 
 def test_verdict_table_is_one_line_per_contract_in_80_columns():
