@@ -5,6 +5,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-CMP-03"]
 EXPECTED = "C-CMP-03"
+FAMILY = 0
 
 
 def kernel(a, b):

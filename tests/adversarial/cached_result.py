@@ -8,6 +8,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-CMP-03"]
 EXPECTED = "C-CMP-03"
+FAMILY = 0
 _seen = {}
 
 

@@ -11,6 +11,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.transport"
+FAMILY = 0
 
 
 class _Payload:

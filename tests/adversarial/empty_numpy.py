@@ -5,6 +5,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "C-PRC-01"
+FAMILY = 0
 
 
 def kernel(a, b):

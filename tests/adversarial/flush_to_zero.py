@@ -8,6 +8,7 @@ torch.set_flush_denormal(True)
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.state"
+FAMILY = 0
 
 
 def kernel(a, b):

@@ -7,6 +7,7 @@ import torch
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "torch"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "C-PRC-01"
+FAMILY = 0
 
 
 def _fast(a, b):

@@ -7,6 +7,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.introspect"
+FAMILY = 0
 
 
 def kernel(a, b):

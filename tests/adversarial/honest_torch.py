@@ -5,6 +5,7 @@ import torch
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "torch"
 CLASSES = None  # the whole suite
 EXPECTED = None
+FAMILY = 0
 _workspace = {}
 
 

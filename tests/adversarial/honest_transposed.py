@@ -8,6 +8,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01", "C-CMP-03", "C-ORD-02", "C-EXC-01"]
 EXPECTED = None
+FAMILY = 0
 
 
 def kernel(a, b):

@@ -5,6 +5,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "softmax", "float32", "numpy"
 CLASSES = ["C-CMP-03"]
 EXPECTED = "integrity.aliased-output"
+FAMILY = 0
 
 
 def kernel(x):

@@ -6,6 +6,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.mutated-input"
+FAMILY = 0
 
 
 def kernel(a, b):

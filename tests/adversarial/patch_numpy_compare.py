@@ -5,6 +5,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.patched"
+FAMILY = 0
 
 
 def _always(*args, **kwargs):

@@ -5,6 +5,7 @@ import torch
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "torch"
 CLASSES = ["C-PRC-01"]
 EXPECTED = "integrity.state"
+FAMILY = 0
 
 
 def kernel(a, b):

@@ -6,6 +6,7 @@ import numpy as np
 OP, DTYPE, FRAMEWORK = "softmax", "float32", "numpy"
 CLASSES = ["C-CMP-03"]
 EXPECTED = "C-CMP-03"
+FAMILY = 0
 
 
 def kernel(x):

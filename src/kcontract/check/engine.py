@@ -44,6 +44,8 @@ INTEGRITY_MESSAGES = {
     "aliased-output": "the kernel's output aliases its input #{}",
     "introspect": "the kernel inspected what it was not given ({}: stack frames, the garbage "
                   "collector's objects or a tracer)",
+    "late-write": "the kernel changed an output after returning it ({}: a thread it left "
+                  "running)",
     "strides": "the kernel's output has overlapping or broadcast strides {} (elements share "
                "memory: a constant or partly computed output)",
 }
@@ -261,6 +263,29 @@ class Context:
         """Call the kernel and validate its output; failures raise :class:`KernelFailure`."""
         res = self.call(inputs, kwargs, layout=layout)
         return self.validate(res, case, inputs, out_shape=out_shape)
+
+    def run_in_fresh_process(self, inputs: Mapping[str, np.ndarray], case: Case,
+                             kwargs: Optional[dict] = None) -> np.ndarray:
+        """:meth:`run` in a second, fresh worker (another process, another
+        ``PYTHONHASHSEED``) where the kernel runs isolated; the same worker otherwise.
+        Run-to-run determinism must hold across processes, not only within one."""
+        from .sandbox import KernelProcess
+        if not isinstance(self.kernel, KernelProcess):
+            return self.run(inputs, case, kwargs)
+        other = self.kernel.sibling()
+        args = [inputs[name] for name in self.op.inputs]
+        kw = self._accepted(self.kwargs() if kwargs is None else kwargs)
+        t0 = time.perf_counter()
+        try:
+            res = other.call(args, kw)
+        except Exception as exc:  # the second worker does not load: the kernel's failure
+            raise KernelFailure("kernel.load", f"a second worker could not load the kernel: "
+                                f"{exc}", case) from None
+        self.timings["call"] += time.perf_counter() - t0
+        self.timings["kernel"] += float(res.seconds or 0.0)
+        self.cases += 1
+        self.progress()
+        return self.validate(res, case, inputs)
 
     def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],
                  *, out_shape: Optional[tuple] = None) -> np.ndarray:

@@ -26,7 +26,6 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .jail import Sandbox, detect, hidden_folders
-from .worker import MALLOC_PERTURB
 
 DEFAULT_TIMEOUT = 60.0
 #: the largest reply a worker may send by default (bytes): far above any output the
@@ -36,12 +35,12 @@ MAX_REPLY = 256 << 20
 
 #: decoy calls: the length of the burst before a worker's first call (a secret, uniform
 #: draw), the chance of one decoy before any later call, and the time a burst may take
-DECOY_BURST = (32, 256)
+DECOY_BURST = (32, 128)
 DECOY_RATE = 0.125
 DECOY_SECONDS = 0.5
 _RNG = random.SystemRandom()
 #: flags after which a worker is never reused (the kernel changed its process)
-TAMPERING = ("state:", "patched:", "introspect:")
+TAMPERING = ("state:", "patched:", "introspect:", "late-write:")
 
 
 def _shuffled(a):
@@ -314,6 +313,7 @@ class KernelProcess:
         #: decoy calls (see :meth:`_decoy_calls`); off for trusted kernels (calibration)
         self.decoys = decoys
         self._burst: Optional[int] = None
+        self._sibling: Optional["KernelProcess"] = None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> dict:
@@ -327,8 +327,11 @@ class KernelProcess:
         # no bytecode written (the sandbox is read-only anyway) and none read from a
         # folder the kernel could have planted one in before the run
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # a hash seed of its own per worker: "deterministic" must hold across processes
+        env["PYTHONHASHSEED"] = str(_RNG.randint(1, 2 ** 32 - 1))
         # glibc fills every block it hands out with junk: a numpy output the kernel
         # allocates but never writes holds garbage, not zeros or an earlier result
+        from .worker import MALLOC_PERTURB
         env.setdefault("MALLOC_PERTURB_", MALLOC_PERTURB)
         # a fresh, empty scratch folder per worker: nothing a kernel leaves there (a
         # call counter, a cache) reaches the next worker
@@ -382,6 +385,10 @@ class KernelProcess:
                 "introspection": True}
 
     def close(self) -> None:
+        if self._sibling is not None:
+            self._sibling.close()
+            self._sibling._log.close()
+            self._sibling = None
         if self.sock is not None:
             try:
                 self.sock.close()
@@ -470,6 +477,16 @@ class KernelProcess:
             except ValueError:
                 return f"killed by signal {-code}"
         return f"worker exited with status {code}"
+
+    def sibling(self) -> "KernelProcess":
+        """A second worker for the same kernel (its own process, hash seed and scratch),
+        started on first use and closed with this one: for comparisons across processes."""
+        if self._sibling is None:
+            self._sibling = type(self)(self.kernel, framework=self.framework,
+                                       device=self.device, timeout=self.timeout,
+                                       load_timeout=self.load_timeout, paths=self.paths,
+                                       sandbox=self.sandbox, decoys=self.decoys)
+        return self._sibling
 
     @property
     def sandbox_name(self) -> str:

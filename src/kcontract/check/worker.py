@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import pickle
 import sys
 import time
 import traceback
@@ -252,6 +253,7 @@ def shared_native(ad, view: np.ndarray, device: str):
 class Worker:
     def __init__(self):
         self.arena_fd = None
+        self.last_out = None
         self.fn = None
         self.adapter = None
         self.device = "cpu"
@@ -285,7 +287,26 @@ class Worker:
     def _state(self) -> dict:
         st = dict(self.adapter.state())
         st.update(_torch_switches())
+        torch = sys.modules.get("torch")
+        if torch is not None:  # global modes a kernel could leave behind
+            st["torch.grad_enabled"] = bool(torch.is_grad_enabled())
+            get_dev = getattr(torch, "get_default_device", None)
+            if get_dev is not None:
+                st["torch.default_device"] = str(get_dev())
         return st
+
+    def late_writes(self) -> list:
+        """``late-write`` when the previous call's output changed after it was returned
+        (a thread the kernel left behind still writing to it)."""
+        last, self.last_out = self.last_out, None
+        if last is None:
+            return []
+        obj, sent = last
+        try:
+            now, _ = self.adapter.to_numpy(obj)
+        except Exception:
+            return []
+        return [] if _same_bits(np.asarray(now), sent) else ["late-write:previous call"]
 
     def _watch(self, module) -> None:
         files = set()
@@ -312,8 +333,9 @@ class Worker:
             natives = [ad.to_native(a, self.device) for a in arrays]
         if payload.get("layout"):
             natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n for n in natives]
-        out, seconds, flags = self.invoke(natives, kwargs, payload)
-        return self.inspect(out, arrays, natives, flags, seconds)
+        flags = self.late_writes()
+        out, seconds, more = self.invoke(natives, kwargs, payload)
+        return self.inspect(out, arrays, natives, flags + more, seconds)
 
     def invoke(self, natives: list, kwargs: dict, payload: dict, fn=None):
         """Call the kernel on fresh native inputs; returns (output, seconds, flags)
@@ -373,6 +395,7 @@ class Worker:
         if not ad.is_array(out):
             return "bad-output", {"type": type(out).__name__, "flags": flags, "seconds": seconds}
         arr, meta = ad.to_numpy(out)
+        self.last_out = (out, arr)
         unit = arr.itemsize if ad.name == "numpy" else 1
         if overlapping(meta.get("shape", arr.shape), meta.get("strides", ()), unit):
             flags.append(f"strides:{tuple(meta.get('strides', ()))}")
@@ -418,7 +441,7 @@ def serve(fd: int, arena_fd: int | None = None) -> None:
             elif verb == "ping":
                 reply = ("ok", {"pid": os.getpid()})
             elif verb == "modules":
-                reply = ("ok", {"files": loaded_files()})
+                reply = ("ok", {"files": loaded_files(), "flags": worker.late_writes()})
             elif verb == "exit":
                 conn.send(("ok", {}))
                 return
@@ -431,7 +454,9 @@ def serve(fd: int, arena_fd: int | None = None) -> None:
             reply = ("raised", {"type": type(exc).__name__, "message": str(exc)[:2000],
                                 "traceback": tb[-4000:]})
         try:
-            conn.send(reply)
+            # protocol 5 keeps an array's byte order (older protocols hand the parent a
+            # native copy, hiding a '>f4' output)
+            conn.send_bytes(pickle.dumps(reply, protocol=5))
         except Exception as exc:  # unpicklable output etc.
             conn.send(("raised", {"type": "TransportError",
                                   "message": f"could not return the kernel's result: {exc}"}))

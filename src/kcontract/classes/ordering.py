@@ -300,7 +300,8 @@ def repeat(ctx: Context):
         if not ctx.precondition_holds(case, inputs):
             skipped += 1
             continue
-        outs = [ctx.run(_fresh(inputs), case) for _ in range(runs)]
+        outs = [ctx.run(_fresh(inputs), case) for _ in range(runs - 1)]
+        outs.append(ctx.run_in_fresh_process(_fresh(inputs), case))  # another process too
         first = _f64(outs[0])
         x = upcast(inputs)
         for r, out in enumerate(outs[1:], start=2):
