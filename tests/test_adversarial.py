@@ -220,3 +220,43 @@ def test_later_runs_are_unaffected(canary):
     assert run.verdict == "conformant", [(r.id, r.message) for r in run.results]
     c, run = _check(CORPUS / "constant_output.py")
     assert_caught(CORPUS / "constant_output.py", c, run)
+
+
+KB = Path(__file__).parent / "kernelbench"
+
+
+def test_kernelbench_build_seed_gives_nothing_away():
+    """Family 6: the seed a KernelBench candidate's torch is built with (what it reads back
+    with torch.initial_seed()) is not the run's seed, and the inputs it would regenerate
+    from it are not the inputs it gets."""
+    pytest.importorskip("torch")
+    from kcontract.check.seeds import derive_seed
+    from kcontract.kernelbench import load_problem, make_inputs
+    problem = load_problem(str(KB / "matmul" / "problem.py"))
+    seed = 12345
+    build, inputs = derive_seed(seed, "build"), derive_seed(seed, "inputs")
+    assert len({seed, build, inputs, derive_seed(seed, "order")}) == 4
+    assert derive_seed(seed, "build") == build  # deterministic: a failure still reproduces
+    given = make_inputs(problem, {}, "problem", "float32", inputs)
+    guessed = make_inputs(problem, {}, "problem", "float32", build)
+    assert not np.array_equal(given[0], guessed[0])
+    with pytest.raises(ValueError):
+        derive_seed(seed, "anything")
+
+
+def test_kernelbench_problem_runs_once_in_the_checker(tmp_path, run_cli):
+    """Family 3: the problem file is executed once by the checker, before any candidate
+    runs, however many candidates are checked (a candidate able to rewrite it would
+    otherwise have its code run in the checker)."""
+    pytest.importorskip("torch")
+    log = tmp_path / "loads.log"
+    src = (KB / "matmul" / "problem.py").read_text()
+    (tmp_path / "problem.py").write_text(
+        "import os\ntry:\n    with open(%r, 'a') as _fh:\n        _fh.write(str(os.getpid()) + '\\n')\n"
+        "except OSError:\n    pass\n" % str(log) + src)
+    cands = [str(KB / "matmul" / "new_honest.py"), str(KB / "matmul" / "new_empty.py")]
+    code, out, err = run_cli("kernelbench", tmp_path / "problem.py", *cands, "--contract",
+                             "C-PRC-01", "--no-kernelbench", "--seed", "3")
+    assert code == 1, out + err  # new_empty is caught
+    loads = log.read_text().split()
+    assert loads == [str(os.getpid())], loads  # once, in this process; never in a worker

@@ -50,6 +50,7 @@ class ModelWorker(Worker):
         self.dtype = "float32"
         self.build_info: dict = {}
         self.reference = None  # the problem module, loaded only for `order`/`kernelbench`
+        self.grad_expected = False  # calls run under torch.no_grad()
 
     # -- lifecycle --------------------------------------------------------------------
     def load(self, payload):

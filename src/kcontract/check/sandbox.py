@@ -486,6 +486,9 @@ class KernelProcess:
                                        device=self.device, timeout=self.timeout,
                                        load_timeout=self.load_timeout, paths=self.paths,
                                        sandbox=self.sandbox, decoys=self.decoys)
+        elif self._sibling.kernel != self.kernel:  # this handle was reloaded since
+            self._sibling.close()
+            self._sibling.kernel = self.kernel
         return self._sibling
 
     @property

@@ -254,6 +254,8 @@ class Worker:
     def __init__(self):
         self.arena_fd = None
         self.last_out = None
+        #: the grad mode the caller itself runs the kernel under (None: as at load)
+        self.grad_expected = None
         self.fn = None
         self.adapter = None
         self.device = "cpu"
@@ -361,7 +363,10 @@ class Worker:
         flags = []
         # process-wide state the kernel may have flipped (now, or when it was imported)
         after = self._state()
-        for key, before in self.base_state.items():
+        expected = dict(self.base_state)
+        if self.grad_expected is not None and "torch.grad_enabled" in expected:
+            expected["torch.grad_enabled"] = self.grad_expected  # the caller's own no_grad
+        for key, before in expected.items():
             if after.get(key) != before:
                 flags.append(f"state:{key}")
         if flags:

@@ -56,3 +56,6 @@ def print_run(run: Mapping[str, Any], console: Console | None = None) -> None:
     console.print()
     console.print(Text(f"verdict: {run['verdict']} ({summary}) in {run.get('seconds', 0):.1f}s",
                        style=STYLE.get(run["verdict"], "bold red")))
+    box = run.get("sandbox")
+    if box:
+        console.print(Text(f"sandbox: {box}", style="dim" if box == "bubblewrap" else "bold yellow"))
