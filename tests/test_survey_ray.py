@@ -21,14 +21,32 @@ DTYPES = ["float32", "float16"]
 NODE = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024}
 
 
+def _start_cluster():
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    try:
+        a = c.add_node(**NODE, resources={"accel_a": 4})
+        b = c.add_node(**NODE, resources={"accel_b": 4})
+        ray.init(address=c.address, log_to_driver=False)
+        c.wait_for_nodes()
+    except BaseException:
+        ray.shutdown()
+        c.shutdown()
+        raise
+    return c, {"accel_a": a.node_id, "accel_b": b.node_id}
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
-    a = c.add_node(**NODE, resources={"accel_a": 4})
-    b = c.add_node(**NODE, resources={"accel_b": 4})
-    ray.init(address=c.address, log_to_driver=False)
-    c.wait_for_nodes()
-    yield {"accel_a": a.node_id, "accel_b": b.node_id}
+    # a raylet gets 30 s to register (fixed inside Ray): on an overloaded machine the first
+    # start can miss it, so start again before giving up
+    for attempt in range(3):
+        try:
+            c, nodes = _start_cluster()
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    yield nodes
     ray.shutdown()
     c.shutdown()
 
