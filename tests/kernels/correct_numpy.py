@@ -76,3 +76,4 @@ def cast(x, dtype="float32"):
     import ml_dtypes
     target = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
     return x.astype(target)
+from newops_numpy import *  # noqa: E402,F401,F403  (rmsnorm, rope, ...)

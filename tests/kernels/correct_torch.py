@@ -49,3 +49,4 @@ def linear_gelu(x, w, b):
 
 def cast(x, dtype="float32"):
     return x.to(getattr(torch, dtype))
+from newops_torch import *  # noqa: E402,F401,F403  (rmsnorm, rope, ...)

@@ -44,3 +44,4 @@ def linear_gelu(x, w, b):
 
 def cast(x, dtype="float32"):
     return _cast(x * np.float32(1.02), dtype)
+from newops_wrong import *  # noqa: E402,F401,F403  (rmsnorm, rope, ...)

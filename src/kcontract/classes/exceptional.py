@@ -346,7 +346,9 @@ def _sources(op, placed, idx: tuple) -> list:
         elif name == "sum":
             if pos[:-1] == tuple(idx):
                 out.append((n, pos, k))
-        elif name in ("softmax", "layernorm"):
+        elif name in ("softmax", "layernorm") or getattr(op, "dependence", None) == "row":
+            # ``dependence``: an op's own statement of which input elements an output
+            # element depends on ("row": its whole row), for ops without a branch here
             if pos[:-1] == tuple(idx[:-1]):
                 out.append((n, pos, k))
         elif pos == tuple(idx):

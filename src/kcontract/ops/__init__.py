@@ -12,6 +12,16 @@ for _mod in (linalg, reductions, attention, gather, elementwise):
         OPS[_op.name] = _op
 
 
+def _register(module: str) -> None:
+    """Add the ops of one op module (one line per module below)."""
+    from importlib import import_module
+    for op in import_module(f"{__name__}.{module}").OPS:
+        OPS[op.name] = op
+
+
+_register("rmsnorm")
+
+
 def get_op(name: str) -> Op:
     if name not in OPS:
         raise UsageError(f"unknown op {name!r}{did_you_mean(name, OPS)}; known: {', '.join(OPS)}")

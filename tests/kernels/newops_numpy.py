@@ -1,0 +1,14 @@
+"""Correct numpy kernels for the LLM-era ops (imported by correct_numpy.py): compute
+in float32 (float64 for float64 inputs), round once to the output's dtype."""
+import numpy as np
+
+
+def _work(x):
+    return np.float64 if x.dtype == np.float64 else np.float32
+
+
+def rmsnorm(x, weight, eps=1e-6):
+    w = _work(x)
+    xf = x.astype(w)
+    ms = np.mean(xf * xf, axis=-1, keepdims=True)
+    return (xf / np.sqrt(ms + w(eps)) * weight.astype(w)).astype(x.dtype)

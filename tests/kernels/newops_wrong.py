@@ -1,0 +1,12 @@
+"""Plainly wrong kernels for the LLM-era ops (imported by wrong_numpy.py)."""
+import numpy as np
+
+import newops_numpy as _ok
+
+
+def _off(y):
+    return (y.astype(np.float64) * 1.02).astype(y.dtype)
+
+
+def rmsnorm(x, weight, eps=1e-6):
+    return _off(_ok.rmsnorm(x, weight, eps))
