@@ -15,7 +15,7 @@ from kcontract.suite import load_suite
 
 import newops_contracts
 
-NEW_OPS = ("rmsnorm",)
+NEW_OPS = ("rmsnorm", "silu_mul", "cumsum")
 F32 = get_format("float32")
 
 
@@ -49,3 +49,30 @@ def test_rmsnorm_oracle_matches_torch_float64(shape):
     x = _inputs(op, shape)
     want = torch.nn.functional.rms_norm(_t(x["x"]), (shape["N"],), _t(x["weight"]), 1e-6)
     np.testing.assert_allclose(op.oracle(x, eps=1e-6), want.numpy(), rtol=1e-13, atol=0)
+
+
+def test_silu_mul_oracle_matches_torch_float64():
+    op = get_op("silu_mul")
+    x = _inputs(op, {"R": 5, "N": 33})
+    want = torch.nn.functional.silu(_t(x["gate"])) * _t(x["up"])
+    np.testing.assert_allclose(op.oracle(x), want.numpy(), rtol=1e-14, atol=0)
+
+
+def test_silu_mul_oracle_is_ieee_at_infinities():
+    op = get_op("silu_mul")
+    got = op.oracle({"gate": np.array([[np.inf, -np.inf, np.nan, 0.0]]),
+                     "up": np.array([[2.0, 2.0, 2.0, 2.0]])})
+    assert got[0, 0] == np.inf and np.isnan(got[0, 1]) and np.isnan(got[0, 2]) and got[0, 3] == 0
+
+
+def test_cumsum_oracle_and_its_prefix_lengths():
+    op = get_op("cumsum")
+    x = _inputs(op, {"R": 3, "N": 50})
+    ref = op.oracle(x)
+    want = torch.cumsum(_t(x["x"]), dim=-1).numpy()
+    loops = np.array([[sum(row[: i + 1]) for i in range(len(row))] for row in x["x"]])
+    np.testing.assert_allclose(ref, want, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(ref, loops, rtol=1e-12, atol=1e-12)
+    q = op.quantities(x, ref)
+    assert list(q["prefix"][:3]) == [1.0, 2.0, 3.0] and q["prefix"][-1] == 50
+    np.testing.assert_allclose(q["mag"][:, -1], np.abs(x["x"]).sum(axis=-1))

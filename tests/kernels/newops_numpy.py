@@ -12,3 +12,13 @@ def rmsnorm(x, weight, eps=1e-6):
     xf = x.astype(w)
     ms = np.mean(xf * xf, axis=-1, keepdims=True)
     return (xf / np.sqrt(ms + w(eps)) * weight.astype(w)).astype(x.dtype)
+
+
+def silu_mul(gate, up):
+    g = gate.astype(_work(gate))
+    with np.errstate(all="ignore"):
+        return (g / (1 + np.exp(-g)) * up.astype(g.dtype)).astype(gate.dtype)
+
+
+def cumsum(x):
+    return np.cumsum(x.astype(_work(x)), axis=-1).astype(x.dtype)

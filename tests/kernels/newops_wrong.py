@@ -10,3 +10,11 @@ def _off(y):
 
 def rmsnorm(x, weight, eps=1e-6):
     return _off(_ok.rmsnorm(x, weight, eps))
+
+
+def silu_mul(gate, up):
+    return _off(_ok.silu_mul(gate, up))
+
+
+def cumsum(x):
+    return _off(_ok.cumsum(x))

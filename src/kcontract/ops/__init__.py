@@ -20,6 +20,8 @@ def _register(module: str) -> None:
 
 
 _register("rmsnorm")
+_register("silu_mul")
+_register("cumsum")
 
 
 def get_op(name: str) -> Op:
