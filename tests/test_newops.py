@@ -15,7 +15,7 @@ from kcontract.suite import load_suite
 
 import newops_contracts
 
-NEW_OPS = ("rmsnorm", "silu_mul", "cumsum")
+NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope")
 F32 = get_format("float32")
 
 
@@ -76,3 +76,34 @@ def test_cumsum_oracle_and_its_prefix_lengths():
     q = op.quantities(x, ref)
     assert list(q["prefix"][:3]) == [1.0, 2.0, 3.0] and q["prefix"][-1] == 50
     np.testing.assert_allclose(q["mag"][:, -1], np.abs(x["x"]).sum(axis=-1))
+
+
+def test_rope_oracle_is_the_half_split_rotation():
+    op = get_op("rope")
+    x = _inputs(op, {"B": 2, "S": 9, "P": 4})
+    # the rotate_half formulation (GPT-NeoX, Hugging Face), in torch float64
+    t = _t(x["x"])
+    c = torch.cat([_t(x["cos"])] * 2, dim=-1)
+    s = torch.cat([_t(x["sin"])] * 2, dim=-1)
+    x1, x2 = t.chunk(2, dim=-1)
+    want = t * c + torch.cat([-x2, x1], dim=-1) * s
+    np.testing.assert_allclose(op.oracle(x), want.numpy(), rtol=1e-14, atol=1e-15)
+    # and element-wise: element i is rotated with element i + P by angle theta[s, i]
+    th = np.arctan2(x["sin"], x["cos"])
+    b, p, i = 1, 5, 3
+    a, bb = x["x"][b, p, i], x["x"][b, p, i + 4]
+    got = op.oracle(x)
+    assert got[b, p, i] == pytest.approx(a * np.cos(th[p, i]) - bb * np.sin(th[p, i]), abs=1e-6)
+    # the interleaved (GPT-J) convention is a different function
+    inter = np.empty_like(x["x"])
+    xe, xo = x["x"][..., 0::2], x["x"][..., 1::2]
+    inter[..., 0::2] = xe * x["cos"] - xo * x["sin"]
+    inter[..., 1::2] = xo * x["cos"] + xe * x["sin"]
+    assert not np.allclose(inter, got)
+
+
+def test_rope_angles_follow_the_usual_frequencies():
+    from kcontract.ops.rope import angles
+    th = angles(4, 8)
+    assert th[0].tolist() == [0.0] * 8 and th[1, 0] == 1.0
+    assert th[3, 1] == pytest.approx(3 * 10000 ** (-1 / 8))

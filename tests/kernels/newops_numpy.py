@@ -22,3 +22,11 @@ def silu_mul(gate, up):
 
 def cumsum(x):
     return np.cumsum(x.astype(_work(x)), axis=-1).astype(x.dtype)
+
+
+def rope(x, cos, sin):
+    w = _work(x)
+    P = cos.shape[-1]
+    xf, c, s = x.astype(w), cos.astype(w), sin.astype(w)
+    x1, x2 = xf[..., :P], xf[..., P:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).astype(x.dtype)

@@ -18,3 +18,15 @@ def silu_mul(gate, up):
 
 def cumsum(x):
     return torch.cumsum(x.to(_work(x)), dim=-1).to(x.dtype)
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(x, cos, sin):
+    # the Hugging Face formulation: x * cos + rotate_half(x) * sin, tables repeated twice
+    w = _work(x)
+    c, s = torch.cat((cos, cos), dim=-1).to(w), torch.cat((sin, sin), dim=-1).to(w)
+    return (x.to(w) * c + _rotate_half(x.to(w)) * s).to(x.dtype)

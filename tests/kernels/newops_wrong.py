@@ -18,3 +18,7 @@ def silu_mul(gate, up):
 
 def cumsum(x):
     return _off(_ok.cumsum(x))
+
+
+def rope(x, cos, sin):
+    return _off(_ok.rope(x, cos, sin))

@@ -22,6 +22,7 @@ def _register(module: str) -> None:
 _register("rmsnorm")
 _register("silu_mul")
 _register("cumsum")
+_register("rope")
 
 
 def get_op(name: str) -> Op:
