@@ -15,7 +15,7 @@ from kcontract.suite import load_suite
 
 import newops_contracts
 
-NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope")
+NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk")
 F32 = get_format("float32")
 
 
@@ -107,3 +107,39 @@ def test_rope_angles_follow_the_usual_frequencies():
     th = angles(4, 8)
     assert th[0].tolist() == [0.0] * 8 and th[1, 0] == 1.0
     assert th[3, 1] == pytest.approx(3 * 10000 ** (-1 / 8))
+
+
+def test_topk_oracle_matches_a_stable_torch_sort_with_ties_and_nan():
+    op = get_op("topk")
+    x = _inputs(op, {"R": 6, "N": 40, "K": 12}, family="integer")
+    x["x"][1, 7] = np.nan
+    x["x"][2, [3, 9]] = [np.inf, -np.inf]
+    want = torch.sort(_t(x["x"]), dim=-1, descending=True, stable=True).indices[:, :12]
+    got = op.oracle(x)
+    assert got.dtype == np.float64 and np.array_equal(got, want.numpy().astype(np.float64))
+    assert got[1, 0] == 7 and got[2, 0] == 3  # NaN ranks first, then +Inf
+    # ties to the lower index: within equal values, indices ascend
+    vals = np.take_along_axis(x["x"], got.astype(np.int64), axis=-1)
+    for r in range(6):
+        for j in range(11):
+            if vals[r, j] == vals[r, j + 1]:
+                assert got[r, j] < got[r, j + 1]
+
+
+def test_topk_output_is_exact_int64_with_unit_ulp():
+    from kcontract.formats import ulp
+    op = get_op("topk")
+    fmt = op.output_format(F32)
+    assert fmt.name == "int64" and np.all(ulp(np.array([1.0, 7.0, 4097.0]), fmt) == 1.0)
+    x = op.generate(op.full_shape({"R": 2, "N": 9, "K": 4}), F32, "normal", np.random.default_rng(1))
+    assert x["k"].dtype == np.int64 and x["k"].shape == () and op.solve_shape(x)["K"] == 4
+    assert op.output_shape(op.solve_shape(x)) == (2, 4)
+
+
+def test_torch_adapter_keeps_a_0d_argument_0d():
+    from kcontract.adapters import get_adapter
+    ad = get_adapter("torch")
+    t = ad.to_native(np.array(8, dtype=np.int64), "cpu")
+    assert tuple(t.shape) == () and int(t) == 8
+    back, meta = ad.to_numpy(t)
+    assert back.shape == () and meta["shape"] == ()

@@ -30,3 +30,8 @@ def rope(x, cos, sin):
     xf, c, s = x.astype(w), cos.astype(w), sin.astype(w)
     x1, x2 = xf[..., :P], xf[..., P:]
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).astype(x.dtype)
+
+
+def topk(x, k):
+    key = np.where(np.isnan(x), 0.0, -x.astype(np.float64)) + 0.0
+    return np.lexsort((key, ~np.isnan(x)), axis=-1)[..., :int(k)].astype(np.int64)

@@ -30,3 +30,9 @@ def rope(x, cos, sin):
     w = _work(x)
     c, s = torch.cat((cos, cos), dim=-1).to(w), torch.cat((sin, sin), dim=-1).to(w)
     return (x.to(w) * c + _rotate_half(x.to(w)) * s).to(x.dtype)
+
+
+def topk(x, k):
+    # a stable descending sort: ties to the lower index, NaN first (torch.topk itself
+    # does not promise an order among ties)
+    return torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :int(k)]

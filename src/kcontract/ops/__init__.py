@@ -23,6 +23,7 @@ _register("rmsnorm")
 _register("silu_mul")
 _register("cumsum")
 _register("rope")
+_register("topk")
 
 
 def get_op(name: str) -> Op:
