@@ -15,7 +15,7 @@ from kcontract.suite import load_suite
 
 import newops_contracts
 
-NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk")
+NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk", "cross_entropy")
 F32 = get_format("float32")
 
 
@@ -143,3 +143,37 @@ def test_torch_adapter_keeps_a_0d_argument_0d():
     assert tuple(t.shape) == () and int(t) == 8
     back, meta = ad.to_numpy(t)
     assert back.shape == () and meta["shape"] == ()
+
+
+@pytest.mark.parametrize("family", ["normal", "logits", "offset"])
+def test_cross_entropy_oracle_matches_torch_float64_with_ignored_rows(family):
+    op = get_op("cross_entropy")
+    x = _inputs(op, {"R": 16, "C": 37}, family=family)
+    assert np.count_nonzero(x["target"] == -100) == 2  # one row in eight is ignored
+    want = torch.nn.functional.cross_entropy(_t(x["logits"]), torch.from_numpy(x["target"]),
+                                             ignore_index=-100)
+    got = op.oracle(x, ignore_index=-100)
+    assert got.shape == () and got == pytest.approx(float(want), rel=1e-12)
+
+
+def test_cross_entropy_rand_inputs_are_the_naive_benchmark_and_every_row_ignored_is_nan():
+    op = get_op("cross_entropy")
+    x = _inputs(op, {"R": 16, "C": 37}, family="rand")
+    assert np.all((x["target"] >= 0) & (x["target"] < 37))
+    x["target"][:] = -100
+    assert np.isnan(op.oracle(x, ignore_index=-100))
+
+
+def test_cross_entropy_policies_for_out_of_range_targets():
+    from kcontract.ops.cross_entropy import logsumexp, policy_losses
+    logits = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+    lse = logsumexp(logits)
+    target = np.array([5, -1])
+    clamp, _ = policy_losses(logits, target, "clamp")
+    wrap, _ = policy_losses(logits, target, "wrap")
+    zero, _ = policy_losses(logits, target, "zero")
+    raised, _ = policy_losses(logits, target, "raise")
+    np.testing.assert_allclose(clamp, lse - [3.0, 0.5])
+    np.testing.assert_allclose(wrap, lse - [3.0, 2.0])
+    np.testing.assert_allclose(zero, lse)
+    assert np.all(np.isnan(raised))

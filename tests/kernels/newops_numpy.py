@@ -35,3 +35,17 @@ def rope(x, cos, sin):
 def topk(x, k):
     key = np.where(np.isnan(x), 0.0, -x.astype(np.float64)) + 0.0
     return np.lexsort((key, ~np.isnan(x)), axis=-1)[..., :int(k)].astype(np.int64)
+
+
+def cross_entropy(logits, target, ignore_index=-100):
+    if np.any(((target < 0) | (target >= logits.shape[-1])) & (target != ignore_index)):
+        raise IndexError("target out of range")
+    w = _work(logits)
+    x = logits.astype(w)
+    m = np.max(x, axis=-1)
+    lse = m + np.log(np.sum(np.exp(x - m[:, None]), axis=-1))
+    keep = target != ignore_index
+    t = np.where(keep, target, 0)
+    loss = np.where(keep, lse - np.take_along_axis(x, t[:, None], axis=-1)[:, 0], 0)
+    with np.errstate(all="ignore"):
+        return np.asarray(np.sum(loss) / w(np.count_nonzero(keep))).astype(logits.dtype)

@@ -36,3 +36,9 @@ def topk(x, k):
     # a stable descending sort: ties to the lower index, NaN first (torch.topk itself
     # does not promise an order among ties)
     return torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :int(k)]
+
+
+def cross_entropy(logits, target, ignore_index=-100):
+    w = _work(logits)
+    return torch.nn.functional.cross_entropy(logits.to(w), target,
+                                             ignore_index=ignore_index).to(logits.dtype)

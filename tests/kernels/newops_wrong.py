@@ -27,3 +27,7 @@ def rope(x, cos, sin):
 def topk(x, k):
     # the k smallest instead of the largest
     return np.argsort(x, axis=-1, kind="stable")[..., :int(k)].astype(np.int64)
+
+
+def cross_entropy(logits, target, ignore_index=-100):
+    return _off(_ok.cross_entropy(logits, target, ignore_index))

@@ -24,6 +24,7 @@ _register("silu_mul")
 _register("cumsum")
 _register("rope")
 _register("topk")
+_register("cross_entropy")
 
 
 def get_op(name: str) -> Op:
