@@ -15,7 +15,8 @@ from kcontract.suite import load_suite
 
 import newops_contracts
 
-NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk", "cross_entropy")
+NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk", "cross_entropy", "scaled_matmul",
+           "scaled_matmul_f32")
 F32 = get_format("float32")
 
 
@@ -29,10 +30,11 @@ def _t(a):
 
 def test_the_registry_has_at_least_seventeen_ops(run_cli):
     assert set(NEW_OPS) <= set(OPS)
+    assert len(OPS) >= 17
     code, out, _ = run_cli("list")
-    assert code == 0
-    for name in NEW_OPS:
-        assert name in out
+    assert code == 0 and "ops" in out
+    for name in OPS:
+        assert f"│ {name} " in out, name
 
 
 def test_every_new_op_has_contracts_and_they_are_the_listed_ones():
@@ -40,7 +42,10 @@ def test_every_new_op_has_contracts_and_they_are_the_listed_ones():
     listed = newops_contracts.PRC | newops_contracts.ORD | newops_contracts.CMP | newops_contracts.EXC
     assert ids == listed
     for op in NEW_OPS:
-        assert len([i for i in ids if i.endswith(f"-{op}")]) >= 2, op
+        # scaled_matmul_f32 is scaled_matmul with a float32 output: it needs only the
+        # contract that the float32 output makes visible (the accumulator's)
+        want = 1 if op == "scaled_matmul_f32" else 2
+        assert len([i for i in ids if i.endswith(f"-{op}")]) >= want, op
 
 
 @pytest.mark.parametrize("shape", [{"R": 3, "N": 17}, {"R": 1, "N": 1}, {"R": 4, "N": 1000}])
@@ -177,3 +182,31 @@ def test_cross_entropy_policies_for_out_of_range_targets():
     np.testing.assert_allclose(wrap, lse - [3.0, 2.0])
     np.testing.assert_allclose(zero, lse)
     assert np.all(np.isnan(raised))
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("Q", [0, 128])
+def test_scaled_matmul_oracle_against_loops_over_the_stored_fp8_values(fmt, Q):
+    op = get_op("scaled_matmul")
+    f = get_format(fmt)
+    raw = op.generate(op.full_shape({"M": 3, "K": 260, "N": 130, "Q": Q}), f, "normal",
+                      np.random.default_rng(4))
+    assert raw["a"].dtype == f.dtype and raw["scale_a"].dtype == np.float32
+    if Q:
+        assert raw["scale_a"].shape == (3, 3) and raw["scale_b"].shape == (3, 2)
+    else:
+        assert raw["scale_a"].shape == raw["scale_b"].shape == (1, 1)
+    x = upcast(raw)
+    ref = op.oracle(x)
+    sa, sb = x["scale_a"], x["scale_b"]
+    for m, n in [(0, 0), (2, 129), (1, 64)]:
+        want = 0.0
+        for k in range(260):
+            ia = (m, k // 128) if Q else (0, 0)
+            ib = (k // 128, n // 128) if Q else (0, 0)
+            want += x["a"][m, k] * sa[ia] * x["b"][k, n] * sb[ib]
+        assert ref[m, n] == pytest.approx(want, rel=1e-12, abs=1e-12)
+    # the quantiser fills the fp8 range: every tile's largest element is max(fp8)
+    assert np.max(np.abs(x["a"][0, :128])) == pytest.approx(f.max, rel=0.07)
+    assert op.output_format(f).name == "bfloat16"
+    assert get_op("scaled_matmul_f32").output_format(f).name == "float32"

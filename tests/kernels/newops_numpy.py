@@ -49,3 +49,24 @@ def cross_entropy(logits, target, ignore_index=-100):
     loss = np.where(keep, lse - np.take_along_axis(x, t[:, None], axis=-1)[:, 0], 0)
     with np.errstate(all="ignore"):
         return np.asarray(np.sum(loss) / w(np.count_nonzero(keep))).astype(logits.dtype)
+
+
+def _dequantised(a, b, scale_a, scale_b):
+    K, N = b.shape
+    ka = np.minimum(np.arange(K) // 128, scale_a.shape[1] - 1)
+    kb = np.minimum(np.arange(K) // 128, scale_b.shape[0] - 1)
+    nb = np.minimum(np.arange(N) // 128, scale_b.shape[1] - 1)
+    A = a.astype(np.float32) * scale_a[:, ka]
+    B = b.astype(np.float32) * scale_b[kb][:, nb]
+    return A, B
+
+
+def scaled_matmul(a, b, scale_a, scale_b):
+    import ml_dtypes
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return (A @ B).astype(ml_dtypes.bfloat16)
+
+
+def scaled_matmul_f32(a, b, scale_a, scale_b):
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return (A @ B).astype(np.float32)

@@ -42,3 +42,23 @@ def cross_entropy(logits, target, ignore_index=-100):
     w = _work(logits)
     return torch.nn.functional.cross_entropy(logits.to(w), target,
                                              ignore_index=ignore_index).to(logits.dtype)
+
+
+def _dequantised(a, b, scale_a, scale_b):
+    K, N = b.shape
+    ka = torch.clamp(torch.arange(K) // 128, max=scale_a.shape[1] - 1)
+    kb = torch.clamp(torch.arange(K) // 128, max=scale_b.shape[0] - 1)
+    nb = torch.clamp(torch.arange(N) // 128, max=scale_b.shape[1] - 1)
+    A = a.to(torch.float32) * scale_a[:, ka]
+    B = b.to(torch.float32) * scale_b[kb][:, nb]
+    return A, B
+
+
+def scaled_matmul(a, b, scale_a, scale_b):
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return (A @ B).to(torch.bfloat16)
+
+
+def scaled_matmul_f32(a, b, scale_a, scale_b):
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return A @ B

@@ -31,3 +31,11 @@ def topk(x, k):
 
 def cross_entropy(logits, target, ignore_index=-100):
     return _off(_ok.cross_entropy(logits, target, ignore_index))
+
+
+def scaled_matmul(a, b, scale_a, scale_b):
+    return _off(_ok.scaled_matmul(a, b, scale_a, scale_b))
+
+
+def scaled_matmul_f32(a, b, scale_a, scale_b):
+    return _off(_ok.scaled_matmul_f32(a, b, scale_a, scale_b))

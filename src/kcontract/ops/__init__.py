@@ -25,6 +25,7 @@ _register("cumsum")
 _register("rope")
 _register("topk")
 _register("cross_entropy")
+_register("scaled_matmul")
 
 
 def get_op(name: str) -> Op:
