@@ -16,7 +16,7 @@ from kcontract.suite import load_suite
 import newops_contracts
 
 NEW_OPS = ("rmsnorm", "silu_mul", "cumsum", "rope", "topk", "cross_entropy", "scaled_matmul",
-           "scaled_matmul_f32")
+           "scaled_matmul_f32", "conv2d")
 F32 = get_format("float32")
 
 
@@ -210,3 +210,23 @@ def test_scaled_matmul_oracle_against_loops_over_the_stored_fp8_values(fmt, Q):
     assert np.max(np.abs(x["a"][0, :128])) == pytest.approx(f.max, rel=0.07)
     assert op.output_format(f).name == "bfloat16"
     assert get_op("scaled_matmul_f32").output_format(f).name == "float32"
+
+
+@pytest.mark.parametrize("shape", list(get_op("conv2d").shape_class) + [{}])
+def test_conv2d_oracle_matches_torch_float64(shape):
+    op = get_op("conv2d")
+    x = _inputs(op, shape)
+    s, p = int(x["stride"]), int(x["padding"])
+    want = torch.nn.functional.conv2d(_t(x["x"]), _t(x["w"]), stride=s, padding=p).numpy()
+    got = op.oracle(x)
+    assert got.shape == want.shape == op.output_shape(op.solve_shape(x))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    g = op.solve_shape(x)
+    assert op.reduction_length(g) == g["C"] * g["KH"] * g["KW"]
+
+
+def test_conv2d_clips_a_kernel_larger_than_the_padded_input():
+    op = get_op("conv2d")
+    x = _inputs(op, {"N": 1, "C": 2, "H": 2, "W": 3, "O": 1, "KH": 7, "KW": 7, "S": 0, "P": 1})
+    assert x["w"].shape == (1, 2, 4, 5) and int(x["stride"]) == 1
+    assert op.oracle(x).shape == (1, 1, 1, 1)

@@ -70,3 +70,12 @@ def scaled_matmul(a, b, scale_a, scale_b):
 def scaled_matmul_f32(a, b, scale_a, scale_b):
     A, B = _dequantised(a, b, scale_a, scale_b)
     return (A @ B).astype(np.float32)
+
+
+def conv2d(x, w, stride, padding):
+    s, p = int(stride), int(padding)
+    wk = _work(x)
+    xp = np.pad(x.astype(wk), ((0, 0), (0, 0), (p, p), (p, p)))
+    KH, KW = w.shape[-2:]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (KH, KW), axis=(2, 3))[:, :, ::s, ::s]
+    return np.einsum("ncijpq,ocpq->noij", win, w.astype(wk)).astype(x.dtype)

@@ -62,3 +62,9 @@ def scaled_matmul(a, b, scale_a, scale_b):
 def scaled_matmul_f32(a, b, scale_a, scale_b):
     A, B = _dequantised(a, b, scale_a, scale_b)
     return A @ B
+
+
+def conv2d(x, w, stride, padding):
+    wk = _work(x)
+    return torch.nn.functional.conv2d(x.to(wk), w.to(wk), stride=int(stride),
+                                      padding=int(padding)).to(x.dtype)

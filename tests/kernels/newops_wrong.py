@@ -39,3 +39,7 @@ def scaled_matmul(a, b, scale_a, scale_b):
 
 def scaled_matmul_f32(a, b, scale_a, scale_b):
     return _off(_ok.scaled_matmul_f32(a, b, scale_a, scale_b))
+
+
+def conv2d(x, w, stride, padding):
+    return _off(_ok.conv2d(x, w, stride, padding))

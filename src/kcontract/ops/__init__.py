@@ -26,6 +26,7 @@ _register("rope")
 _register("topk")
 _register("cross_entropy")
 _register("scaled_matmul")
+_register("conv2d")
 
 
 def get_op(name: str) -> Op:
