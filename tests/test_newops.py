@@ -230,3 +230,15 @@ def test_conv2d_clips_a_kernel_larger_than_the_padded_input():
     x = _inputs(op, {"N": 1, "C": 2, "H": 2, "W": 3, "O": 1, "KH": 7, "KW": 7, "S": 0, "P": 1})
     assert x["w"].shape == (1, 2, 4, 5) and int(x["stride"]) == 1
     assert op.oracle(x).shape == (1, 1, 1, 1)
+
+
+def test_cross_entropy_out_of_range_targets_are_classified_by_policy():
+    from conftest import kernel
+    from suite_helpers import run_one
+    spec = kernel("newops_numpy.py", "cross_entropy_clamp")
+    declared_raise = run_one("exc02-cross_entropy", spec)
+    assert declared_raise.verdict.value == "violation"
+    assert "observed clamp on negative indices; clamp on indices >= V" in declared_raise.message
+    assert run_one("exc02-cross_entropy", spec, declare={"oob": "clamp"}).verdict.value == "pass"
+    assert run_one("exc02-cross_entropy", kernel("newops_numpy.py", "cross_entropy"),
+                   declare={"oob": "raise"}).verdict.value == "pass"

@@ -79,3 +79,9 @@ def conv2d(x, w, stride, padding):
     KH, KW = w.shape[-2:]
     win = np.lib.stride_tricks.sliding_window_view(xp, (KH, KW), axis=(2, 3))[:, :, ::s, ::s]
     return np.einsum("ncijpq,ocpq->noij", win, w.astype(wk)).astype(x.dtype)
+
+
+def cross_entropy_clamp(logits, target, ignore_index=-100):
+    """Out-of-range targets clamped into [0, C) (declare oob=clamp)."""
+    t = np.where(target == ignore_index, target, np.clip(target, 0, logits.shape[-1] - 1))
+    return cross_entropy(logits, t, ignore_index)

@@ -53,9 +53,35 @@ def policy_losses(logits: np.ndarray, target: np.ndarray, policy: str = "raise",
     return loss, counted
 
 
+class TargetPolicy:
+    """The out-of-range semantics of cross_entropy's targets, for the ``oob`` protocol
+    (C-EXC-02): targets must lie in [0, C) unless they equal ``ignore_index``."""
+
+    def __init__(self, ignore_index: int = IGNORE_INDEX):
+        self.ignore_index = ignore_index
+
+    def bound(self, inputs) -> int:
+        return int(np.shape(inputs["logits"])[-1])
+
+    def with_index(self, inputs, value: int, positions: int, rng) -> dict:
+        t = np.array(inputs["target"], copy=True)
+        counted = np.flatnonzero(t != self.ignore_index)
+        pos = rng.choice(counted, size=min(positions, counted.size), replace=False)
+        t[pos] = value
+        return {"logits": inputs["logits"], "target": t}
+
+    def expected(self, inputs, policy: str) -> np.ndarray:
+        logits = np.asarray(inputs["logits"], dtype=np.float64)
+        loss, counted = policy_losses(logits, inputs["target"], policy, self.ignore_index)
+        with np.errstate(all="ignore"):
+            return np.asarray(np.sum(np.where(counted, loss, 0.0)) / np.count_nonzero(counted))
+
+
 class CrossEntropy(Op):
     #: the loss depends on every row (its mean), each row on its whole row of logits
     dependence = "row"
+    #: what out-of-range targets get under each ``oob`` policy (C-EXC-02)
+    index_policy = TargetPolicy()
 
     def input_shapes(self, s):
         return {"logits": (s["R"], s["C"]), "target": (s["R"],)}
@@ -85,11 +111,18 @@ class CrossEntropy(Op):
             return np.asarray(np.sum(np.where(counted, loss, 0.0)) / np.count_nonzero(counted))
 
     def quantities(self, x, ref, ignore_index=IGNORE_INDEX, **kw):
-        loss, counted = self._rows(x, ignore_index)
-        lse = logsumexp(x["logits"])
-        t = np.where(counted, x["target"], 0)
+        logits, target = x["logits"], np.asarray(x["target"])
+        counted = target != ignore_index
+        inb = (target >= 0) & (target < logits.shape[-1])
+        lse = logsumexp(logits)
+        t = np.where(inb, target, 0).astype(np.int64)
         with np.errstate(all="ignore"):
-            picked = np.take_along_axis(x["logits"], t[:, None].astype(np.int64), axis=-1)[:, 0]
+            # an out-of-range target's logit is bounded by the row's largest |logit| (what
+            # clamp and wrap pick; zero picks 0), so the magnitudes hold under any policy
+            picked = np.where(inb, np.take_along_axis(logits, t[:, None], axis=-1)[:, 0],
+                              np.max(np.abs(logits), axis=-1))
+            loss = np.abs(lse) + np.abs(picked)
+            loss = np.where(inb, np.abs(lse - picked), loss)
             k = max(1, int(np.count_nonzero(counted)))
             # mag: what the final additions round against (|lse| and the gathered logit);
             # lossmag: the mean |loss_r| the mean over rows rounds against
