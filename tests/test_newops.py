@@ -235,10 +235,22 @@ def test_conv2d_clips_a_kernel_larger_than_the_padded_input():
 def test_cross_entropy_out_of_range_targets_are_classified_by_policy():
     from conftest import kernel
     from suite_helpers import run_one
-    spec = kernel("newops_numpy.py", "cross_entropy_clamp")
+    spec = kernel("correct_numpy.py", "cross_entropy_clamp")
     declared_raise = run_one("exc02-cross_entropy", spec)
     assert declared_raise.verdict.value == "violation"
     assert "observed clamp on negative indices; clamp on indices >= V" in declared_raise.message
     assert run_one("exc02-cross_entropy", spec, declare={"oob": "clamp"}).verdict.value == "pass"
-    assert run_one("exc02-cross_entropy", kernel("newops_numpy.py", "cross_entropy"),
+    assert run_one("exc02-cross_entropy", kernel("correct_numpy.py", "cross_entropy"),
                    declare={"oob": "raise"}).verdict.value == "pass"
+
+
+def test_kcontract_calibrate_for_a_new_op_is_sound(run_cli, tmp_path):
+    import json
+    out = tmp_path / "cal.json"
+    code, stdout, _ = run_cli("calibrate", "--op", "cumsum", "--class", "C-ORD-01",
+                              "--class", "C-PRC-01", "--json", str(out))
+    assert code == 0, stdout
+    data = json.loads(out.read_text())
+    rows = data
+    assert {r["id"] for r in rows} == {"ord01-cumsum", "prc01-cumsum"}
+    assert all(r["sound"] for r in rows)
