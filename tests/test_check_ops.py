@@ -13,7 +13,7 @@ from conftest import kernel
 
 OP_NAMES = sorted(OPS)
 #: cast float32 -> float32 is the identity: the suite checks casts into narrower formats
-DTYPE = {"cast": "bfloat16"}
+DTYPE = {"cast": "bfloat16", "scaled_matmul": "float8_e4m3fn", "scaled_matmul_f32": "float8_e5m2"}
 
 
 @pytest.mark.parametrize("op", OP_NAMES)

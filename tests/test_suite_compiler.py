@@ -10,6 +10,7 @@ from kcontract.classes.compiler import build_atoms, closest_predicate, hypothese
 from kcontract.ops import get_op
 from kcontract.suite import get_contract, load_suite
 
+import newops_contracts
 from suite_helpers import assert_soundly_calibrated
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +27,11 @@ def _one(spec, contract_id, *, dtype="float32", declare=None, in_process=True):
 
 
 def test_the_family_has_its_fourteen_contracts():
-    assert len(CMP_IDS) == 14
+    assert len(CMP_IDS) == 14 + len(newops_contracts.CMP)
     ops = {"matmul", "sum", "softmax", "layernorm", "attention", "embedding", "gelu",
            "linear_gelu", "cast"}
-    assert {i for i in CMP_IDS if i.startswith("cmp03-")} == {f"cmp03-{o}" for o in ops}
+    assert {i for i in CMP_IDS if i.startswith("cmp03-")} == ({f"cmp03-{o}" for o in ops}
+                                                               | newops_contracts.CMP)
     assert {i for i in CMP_IDS if i.startswith("cmp02-")} == {"cmp02-matmul", "cmp02-sum"}
     assert {i for i in CMP_IDS if i.startswith("cmp01-")} == {
         "cmp01-linear_gelu", "cmp01-gelu", "cmp01-attention"}

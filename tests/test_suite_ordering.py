@@ -12,6 +12,7 @@ from kcontract.classes.ordering import arrangements, diff_pattern, schedules
 from kcontract.language.loader import load_contracts
 from kcontract.suite import CONTRACTS_DIR
 
+import newops_contracts
 from suite_helpers import assert_soundly_calibrated, run_one
 
 ORD_IDS = sorted(p.stem for p in CONTRACTS_DIR.glob("ord*.yaml"))
@@ -29,7 +30,7 @@ def test_the_family_is_complete():
     expected = ({"ord01-sum", "ord01-matmul"} | {f"ord02-{op}" for op in every}
                 | {f"ord03-{op}" for op in ("matmul", "sum", "softmax", "layernorm",
                                             "attention")})
-    assert set(ORD_IDS) == expected
+    assert set(ORD_IDS) == expected | newops_contracts.ORD
     for cid in ORD_IDS:
         c = contract(cid)
         assert c.id == cid and c.cls == f"C-ORD-0{cid[4]}" and c.op == cid.split("-", 1)[1]

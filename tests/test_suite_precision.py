@@ -19,6 +19,7 @@ from kcontract.language.loader import load_contracts
 from kcontract.suite import CONTRACTS_DIR
 from kcontract.suite.kernels import prc_recipes as R
 
+import newops_contracts
 from suite_helpers import assert_soundly_calibrated, run_one
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +36,7 @@ def test_the_family_is_complete():
                 "prc01-linear_gelu", "prc02-softmax", "prc02-layernorm", "prc02-attention",
                 "prc03-matmul", "prc03-sum", "prc03-gelu", "prc03-cast", "prc03-softmax",
                 "prc04-matmul", "prc04-attention", "prc04-cast"}
-    assert set(PRC_IDS) == expected
+    assert set(PRC_IDS) == expected | newops_contracts.PRC
     for cid in PRC_IDS:
         c = contract(cid)
         assert c.id == cid and c.cls == f"C-PRC-0{cid[4]}"

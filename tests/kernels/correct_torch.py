@@ -49,3 +49,70 @@ def linear_gelu(x, w, b):
 
 def cast(x, dtype="float32"):
     return x.to(getattr(torch, dtype))
+
+
+# -- the LLM-era ops (rmsnorm, rope, silu_mul, cross_entropy, scaled_matmul, conv2d,
+#    cumsum, topk) ----------------------------------------------------------------
+
+def rmsnorm(x, weight, eps=1e-6):
+    w = _work(x)
+    return torch.nn.functional.rms_norm(x.to(w), (x.shape[-1],), weight.to(w), eps).to(x.dtype)
+
+
+def silu_mul(gate, up):
+    w = _work(gate)
+    return (torch.nn.functional.silu(gate.to(w)) * up.to(w)).to(gate.dtype)
+
+
+def cumsum(x):
+    return torch.cumsum(x.to(_work(x)), dim=-1).to(x.dtype)
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(x, cos, sin):
+    # the Hugging Face formulation: x * cos + rotate_half(x) * sin, tables repeated twice
+    w = _work(x)
+    c, s = torch.cat((cos, cos), dim=-1).to(w), torch.cat((sin, sin), dim=-1).to(w)
+    return (x.to(w) * c + _rotate_half(x.to(w)) * s).to(x.dtype)
+
+
+def topk(x, k):
+    # a stable descending sort: ties to the lower index, NaN first (torch.topk itself
+    # does not promise an order among ties)
+    return torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :int(k)]
+
+
+def cross_entropy(logits, target, ignore_index=-100):
+    w = _work(logits)
+    return torch.nn.functional.cross_entropy(logits.to(w), target,
+                                             ignore_index=ignore_index).to(logits.dtype)
+
+
+def _dequantised(a, b, scale_a, scale_b):
+    K, N = b.shape
+    ka = torch.clamp(torch.arange(K) // 128, max=scale_a.shape[1] - 1)
+    kb = torch.clamp(torch.arange(K) // 128, max=scale_b.shape[0] - 1)
+    nb = torch.clamp(torch.arange(N) // 128, max=scale_b.shape[1] - 1)
+    A = a.to(torch.float32) * scale_a[:, ka]
+    B = b.to(torch.float32) * scale_b[kb][:, nb]
+    return A, B
+
+
+def scaled_matmul(a, b, scale_a, scale_b):
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return (A @ B).to(torch.bfloat16)
+
+
+def scaled_matmul_f32(a, b, scale_a, scale_b):
+    A, B = _dequantised(a, b, scale_a, scale_b)
+    return A @ B
+
+
+def conv2d(x, w, stride, padding):
+    wk = _work(x)
+    return torch.nn.functional.conv2d(x.to(wk), w.to(wk), stride=int(stride),
+                                      padding=int(padding)).to(x.dtype)

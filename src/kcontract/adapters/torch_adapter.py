@@ -31,7 +31,8 @@ class TorchAdapter(Adapter):
 
     def to_native(self, arr, device):
         torch = _torch()
-        arr = np.ascontiguousarray(arr)
+        shape = np.shape(arr)
+        arr = np.ascontiguousarray(arr).reshape(shape)  # keeps a 0-d array 0-d
         name = arr.dtype.name
         if name in _VIEW:
             tdt, view = _VIEW[name]

@@ -485,6 +485,10 @@ def oob_conforms(declared: str, labels: set) -> bool:
                       "garbage, crash, hang) against the declared oob policy")
 def oob(ctx: Context):
     t0 = time.perf_counter()
+    if ctx.op.index_policy is not None:
+        # an op that states its own out-of-range semantics (bound, with_index, expected)
+        # rather than gathering rows of a table
+        return _oob_by_capability(ctx, ctx.op.index_policy, t0)
     g = ctx.op.gather
     if g is None:
         return lacking(ctx, Lacks("gather", "the op gathers no rows by index"))
@@ -539,6 +543,65 @@ def oob(ctx: Context):
         observations.append({"side": side, "index": value, "labels": sorted(labels),
                              "status": res.status, "error": res.describe() if not res.ok else "",
                              "ok": bool(ok), "case": case, "cmp": cmp})
+    return _oob_verdict(ctx, observations, comps, V, case0, t0)
+
+
+def _failure_labels(res) -> Optional[set]:
+    """The behaviour of a call that returned nothing usable, or None if it returned."""
+    return {"raised": {"raise"}, "crashed": {"crash"}, "timeout": {"hang"},
+            "bad-output": {"garbage"}}.get(res.status)
+
+
+def _oob_by_capability(ctx: Context, cap, t0: float):
+    """``oob`` for an op with an ``index_policy``: ``cap.bound(inputs)`` is the size V the
+    indices must stay below, ``cap.with_index(inputs, value, positions, rng)`` the inputs
+    with that out-of-range value at a few positions, ``cap.expected(inputs, policy)`` the
+    float64 reference under clamp, zero or wrap.  A returned result is classified by the
+    policies whose reference it meets within the contract's tolerance."""
+    from ..check.engine import KernelFailure
+    policy = ctx.claims.oob
+    positions = int(ctx.param("positions", 2))
+    shape = ctx.shapes()[0]
+    family = ctx.protocol.families[0]
+    base = ctx.inputs(shape, family, 0)
+    V = int(cap.bound(base))
+    case0 = ctx.case(shape, family, 0, probe="in-range")
+    out = ctx.run(base, case0)
+    ref0, x0 = ctx.reference(base)
+    comps = [ctx.evaluate(case0, base, out, ref0, x=x0, extra={"free": np.zeros_like(ref0)})]
+    observations: list[dict] = []
+    rng = ctx.rng("oob")
+    for side, value in oob_values(V):
+        inputs = cap.with_index(base, value, positions, rng)
+        case = ctx.case(shape, family, 0, probe=f"index {value}")
+        res = ctx.call(inputs)
+        labels, cmp = _failure_labels(res), None
+        if labels is None:
+            ctx.check_flags(res, case)
+            try:
+                got = ctx.validate(res, case, inputs)
+            except KernelFailure:  # a wrong shape or dtype: no policy gives it
+                got = None
+            by_policy = {}
+            if got is not None:
+                x = upcast(inputs)
+                for pol in ("clamp", "zero", "wrap"):
+                    want = np.asarray(cap.expected(inputs, pol), dtype=np.float64)
+                    by_policy[pol] = ctx.evaluate(case, inputs, got, want, x=x,
+                                                  extra={"free": np.zeros_like(want)})
+            labels = {p for p, c in by_policy.items() if c.passed} or {"garbage"}
+            cmp = by_policy.get(policy)
+            if cmp is not None:
+                comps.append(cmp)
+        observations.append({"side": side, "index": value, "labels": sorted(labels),
+                             "status": res.status, "error": res.describe() if not res.ok else "",
+                             "ok": bool(oob_conforms(policy, labels)), "case": case, "cmp": cmp})
+    return _oob_verdict(ctx, observations, comps, V, case0, t0)
+
+
+def _oob_verdict(ctx: Context, observations: list, comps: list, V: int, case0, t0: float):
+    """Pass, or a violation naming the behaviour observed on each side."""
+    policy = ctx.claims.oob
     failing = [o for o in observations if not o["ok"]]
     control_bad = not comps[0].passed
     details = {"declared": policy, "V": V,

@@ -52,6 +52,15 @@ def list_command(op, cls):
             continue
         t2.add_row(k.id, k.cls, k.op, " ".join(k.scope.dtypes), k.protocol.kind, k.title)
     console.print(t2)
+    if not cls:
+        from ..ops import OPS
+        t3 = Table(title="ops", title_justify="left")
+        t3.add_column("op", no_wrap=True)
+        t3.add_column("calling convention")
+        for name, o in OPS.items():
+            if not op or name == op:
+                t3.add_row(name, o.summary)
+        console.print(t3)
 
 
 def _ops_table(console, ops, contracts) -> None:

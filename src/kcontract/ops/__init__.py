@@ -8,8 +8,10 @@ from .families import DESCRIPTIONS as FAMILY_DESCRIPTIONS, FAMILIES
 from .registry import BUILTIN, get_op, known_names, op_reference, register, register_builtin
 from .user import define_op
 from . import linalg, reductions, attention, gather, elementwise
+from . import rmsnorm, silu_mul, cumsum, rope, topk, cross_entropy, scaled_matmul, conv2d
 
-for _mod in (linalg, reductions, attention, gather, elementwise):
+for _mod in (linalg, reductions, attention, gather, elementwise, rmsnorm, silu_mul, cumsum,
+             rope, topk, cross_entropy, scaled_matmul, conv2d):
     for _op in _mod.OPS:
         register_builtin(_op)
 

@@ -164,6 +164,10 @@ class Op:
     conditioning_quantity: Optional[str] = None
     #: C-ORD-03 without row_inputs: the symbol that indexes independent rows
     batch_symbol: Optional[str] = None
+    #: C-EXC-02 for an op whose out-of-range inputs are not rows gathered from a table (a
+    #: class attribute, not a field: ``bound(inputs)``, ``with_index(...)``, ``expected(...)``;
+    #: see ``ops/cross_entropy.py``), or None
+    index_policy = None
     #: where a user-defined op comes from (``path/ops.py:NAME``, ``module:NAME``), or None
     origin: Optional[str] = None
 
