@@ -12,6 +12,7 @@ operands without materialising a widened copy of a whole matrix.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from typing import Any, Iterable
 
@@ -71,6 +72,30 @@ def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
     step = max(1, step)
     for s in range(0, n, step):
         yield s, min(n, s + step)
+
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+class _Widener:
+    """Widens row chunks of a narrow-format matrix to the check's dtype.
+
+    bfloat16 to float32 is exact and costs one integer shift into a reused
+    buffer (a bfloat16 is the upper half of a float32); other formats use
+    numpy's (ml_dtypes') conversion."""
+
+    def __init__(self, src_dtype, cdtype, rows: int, cols: int):
+        self.shift = np.dtype(src_dtype) == _BF16 and np.dtype(cdtype) == np.float32
+        self.cdtype = cdtype
+        if self.shift:
+            self.buf = np.empty((rows, cols), dtype=np.uint32)
+
+    def __call__(self, chunk):
+        if not self.shift:
+            return chunk.astype(self.cdtype)
+        b = self.buf[:chunk.shape[0]]
+        np.left_shift(chunk.view(np.uint16), 16, out=b, dtype=np.uint32)
+        return b.view(np.float32)
 
 
 class NumpyOps:
@@ -136,12 +161,13 @@ class NumpyOps:
         full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
         out = np.empty(full + (M,), dtype=cdtype)
         rows = max(1, CHUNK_ELEMS // max(K, 1))
+        widen = _Widener(X.dtype, cdtype, min(rows, M), K)
         for idx in np.ndindex(*full):
             xi = X[sub_index(idx, X.shape[:-2])]
             vi = v[sub_index(idx, v.shape[:-1])]
             o = out[idx]
             for s, e in _chunks(M, rows):
-                np.dot(xi[s:e].astype(cdtype), vi, out=o[s:e])
+                np.dot(widen(xi[s:e]), vi, out=o[s:e])
         return out
 
     def matmat(self, X, V, cdtype):
@@ -176,13 +202,21 @@ class NumpyOps:
         return out
 
     @staticmethod
-    def row_norms(X, rows) -> np.ndarray:
-        """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
+    def row_sq(X, rows) -> np.ndarray:
+        """Squared Euclidean norms of rows ``rows`` (None: all) of every matrix
+        of X: (batch..., r), float32 or float64 (float64 where float32 overflows)."""
         sub = X if rows is None else X[rows] if X.ndim == 2 else X[..., rows, :]
-        if sub.dtype == np.float32 or sub.dtype == np.float64:
-            return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub, dtype=np.float64))
-        sub = sub.astype(np.float64)
-        return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub))
+        if sub.dtype != np.float32 and sub.dtype != np.float64:
+            sub = sub.astype(np.float32)
+        sq = np.vecdot(sub, sub)
+        if sq.dtype == np.float32 and not math.isfinite(float(sq.max(initial=0.0))):
+            sub = sub.astype(np.float64)
+            sq = np.vecdot(sub, sub)
+        return sq
+
+    def row_norms(self, X, rows) -> np.ndarray:
+        """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
+        return np.sqrt(self.row_sq(X, rows).astype(np.float64))
 
     @staticmethod
     def col_norms(X, cols) -> np.ndarray:
@@ -367,6 +401,13 @@ class TorchOps(NumpyOps):
             if X.dim() == 2 and v.dim() == 1:
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
+        if X.device.type == "cpu":
+            # narrow formats on the CPU: widen through a host view (torch's own
+            # bfloat16 -> float32 conversion is far slower than one integer shift)
+            hv = self.host_view(X)
+            if hv is not None:
+                vh = v.detach().numpy()
+                return torch.from_numpy(NUMPY_OPS.matvec(hv, vh, vh.dtype.type))
         M, K = X.shape[-2:]
         full = tuple(torch.broadcast_shapes(tuple(X.shape[:-2]), tuple(v.shape[:-1])))
         out = torch.empty(full + (M,), dtype=cdtype, device=X.device)
@@ -408,10 +449,16 @@ class TorchOps(NumpyOps):
                 out[idx] += torch.mv(X[idx][a:b].to(cdtype).T, s[a:b])
         return out
 
+    def row_sq(self, X, rows) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.row_sq(hv, rows)
+        return self.row_norms(X, rows) ** 2
+
     def row_norms(self, X, rows) -> np.ndarray:
         hv = self.host_view(X)
         if hv is not None:
-            return NumpyOps.row_norms(hv, rows)
+            return NumpyOps.row_norms(self, hv, rows)
         torch = self.torch
         if rows is None:
             rows = np.arange(X.shape[-2])
