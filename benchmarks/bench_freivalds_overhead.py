@@ -130,9 +130,30 @@ def square_cases(n: int, dtype: str, backends, torch, device):
         At = torch.from_numpy(A).to(device=device, dtype=tdt)
         Bt = torch.from_numpy(B).to(device=device, dtype=tdt)
         rt = torch.from_numpy(r32).to(device=device, dtype=tdt)
-        out.append(("torch", lambda: At @ Bt, lambda C: verify(At, Bt, C),
-                    lambda C: (torch.mv(At, torch.mv(Bt, rt)), torch.mv(C, rt))))
+        if dtype == "float32" or device != "cpu":
+            out.append(("torch", lambda: At @ Bt, lambda C: verify(At, Bt, C),
+                        lambda C: (torch.mv(At, torch.mv(Bt, rt)), torch.mv(C, rt))))
+        else:
+            out.append(("torch", *cpu_narrow(torch, At, Bt, (At, Bt))))
     return out
+
+
+def cpu_narrow(torch, x, w, mats):
+    """Product and floor for 16-bit operands on a CPU.  Without native bfloat16
+    arithmetic (AVX2 only) torch's bfloat16 matmul and mv are reference loops, far
+    from the memory floor (a 1024^3 bfloat16 matmul takes seconds): the product is
+    computed in float32 from the same values and rounded, and the floor streams the
+    same bytes as float32 matrices of half the width, through float32 gemvs."""
+    x32, w32 = x.float(), w.float()
+    halves = [torch.zeros(m.shape[0], m.shape[1] // 2) for m in mats] + \
+        [torch.zeros(x.shape[0], w.shape[1] // 2)]
+    vs = [torch.ones(h.shape[1]) for h in halves]
+    tdt = x.dtype
+
+    def check(C):
+        return verify(x, w, C)
+    return (lambda: (x32 @ w32).to(tdt), check,
+            lambda C: [torch.mv(h, v) for h, v in zip(halves, vs)])
 
 
 def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
@@ -151,12 +172,19 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
     def check(C):
         return verify(x, Wt, C, false_alarm=guard.false_alarm, max_rows=guard.max_rows,
                       _pre=pre)
-    C0 = F.linear(x, W)
-    check(C0)  # fills the cache: W^T r is computed once
+    narrow_cpu = dtype != "float32" and device == "cpu"
+    W32 = W.float() if narrow_cpu else None
+    matmul = (lambda: F.linear(x.float(), W32).to(tdt)) if narrow_cpu else \
+        (lambda: F.linear(x, W))
+    check(matmul())  # fills the cache: W^T r is computed once
     proj = next(iter(guard._cache.entries.values()))[2]
+    if narrow_cpu:  # the same bytes streamed as float32 (see cpu_narrow)
+        xh, ch = torch.zeros(M, K // 2), torch.zeros(M, N // 2)
+        yh, rh = torch.ones(K // 2), torch.ones(N // 2)
+        return matmul, check, lambda C: (torch.mv(xh, yh), torch.mv(ch, rh))
     y = proj.y.to(tdt)
     r = proj.rd.to(tdt)
-    return (lambda: F.linear(x, W), check, lambda C: (torch.mv(x, y), torch.mv(C, r)))
+    return matmul, check, lambda C: (torch.mv(x, y), torch.mv(C, r))
 
 
 def fmt_row(kind, shape, backend, dtype, m) -> str:

@@ -256,16 +256,18 @@ class Screen:
     clear: bool  # no row exceeds its threshold
 
 
-def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units) -> Screen:
+def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
+           dmax: Optional[float] = None) -> Screen:
     """Calibrate the noise scale on the residual ``d`` (rounds, batch..., M, G)
-    and compare every row with its threshold."""
+    and compare every row with its threshold (``dmax``: max |d| if known)."""
     G = p.groups
     per = rounds * p.M * G
     if rounds == 1:
         dI = d.reshape(items, per)
     else:
         dI = np.moveaxis(d.reshape(rounds, items, p.M * G), 0, 1).reshape(items, per)
-    dmax = float(dI.max())
+    if dmax is None:
+        dmax = float(dI.max())
     finite = math.isfinite(dmax)
     dcal = dI if finite else np.where(np.isfinite(dI), dI, 0.0)
     c_norm, s_norm = row_scales(p, seed, items)
