@@ -302,3 +302,20 @@ def test_guard_cache_holds_the_weight_scale():
     proj = next(iter(g._cache.entries.values()))[2]
     w = lin.weight.detach().double()
     assert proj.b_rms == pytest.approx(float(w.norm() / 256 ** 0.5), rel=0.5)
+
+
+def test_split3_carries_float32_precision():
+    """The accelerator path multiplies a bfloat16 matrix by a float32 vector as
+    three bfloat16 columns: their sum must be the vector to ~2^-24."""
+    from kcontract.freivalds._backend import split3
+
+    v = t((4096,), 31) * torch.logspace(-20, 20, 4096)
+    V = split3(torch, v)
+    assert V.dtype == torch.bfloat16 and V.shape == (4096, 3)
+    back = V.double().sum(dim=1)
+    rel = ((back - v.double()).abs() / v.double().abs()).max()
+    assert rel < 2.0 ** -23
+    X = t((64, 4096), 32).bfloat16()
+    z = (X.double() @ V.double()).sum(dim=1)
+    zref = X.double() @ v.double()
+    assert torch.allclose(z, zref, rtol=1e-6, atol=1e-6 * float(zref.abs().max()))

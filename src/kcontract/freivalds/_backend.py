@@ -21,6 +21,8 @@ import numpy as np
 
 #: Elements per widened chunk (1 MiB of float32).
 CHUNK_ELEMS = 1 << 18
+#: Elements per widened chunk on an accelerator (fewer, larger kernels).
+DEVICE_CHUNK_ELEMS = 1 << 24
 #: Elements per float64 chunk of B in the stage-2 recomputation (8 MiB).
 EXACT_CHUNK_ELEMS = 1 << 20
 
@@ -44,6 +46,13 @@ def ops_for(*arrays):
     """The back end for the given arrays (all numpy or all torch on one device)."""
     if all(type(a) is np.ndarray for a in arrays):
         return NUMPY_OPS
+    torch = sys.modules.get("torch")
+    if torch is not None and all(isinstance(a, torch.Tensor) for a in arrays):
+        dev = arrays[0].device
+        ops = _TORCH_OPS.get(dev)
+        if ops is None:
+            ops = _TORCH_OPS[dev] = TorchOps(dev)
+        return ops
     kinds = {is_torch_tensor(a) for a in arrays}
     if len(kinds) != 1:
         return None
@@ -300,6 +309,17 @@ class NumpyOps:
 NUMPY_OPS = NumpyOps()
 
 
+def split3(torch, v):
+    """A float32 vector v as the columns (hi, mid, lo) of a K x 3 bfloat16 matrix
+    whose row sums are v to about 2^-24 relative (8 + 8 + 8 significant bits;
+    bfloat16 has float32's exponent range, so no part overflows)."""
+    hi = v.to(torch.bfloat16)
+    r1 = v - hi.float()
+    mid = r1.to(torch.bfloat16)
+    lo = (r1 - mid.float()).to(torch.bfloat16)
+    return torch.stack((hi, mid, lo), dim=1)
+
+
 class TorchOps(NumpyOps):
     """The same operations with torch on the tensors' device."""
 
@@ -351,7 +371,8 @@ class TorchOps(NumpyOps):
         through ml_dtypes); None on other devices."""
         if X.device.type != "cpu":
             return None
-        X = X.detach()
+        if X.requires_grad:
+            X = X.detach()
         torch = self.torch
         if X.dtype in (torch.float32, torch.float64, torch.float16):
             return X.numpy()
@@ -408,10 +429,16 @@ class TorchOps(NumpyOps):
             if hv is not None:
                 vh = v.detach().numpy()
                 return torch.from_numpy(NUMPY_OPS.matvec(hv, vh, vh.dtype.type))
+        elif X.dim() == 2 and v.dim() == 1 and cdtype == torch.float32 and \
+                X.dtype == torch.bfloat16 and self._mm_dtype is not False:
+            z = self._matvec_16(X, v)
+            if z is not None:
+                return z
         M, K = X.shape[-2:]
         full = tuple(torch.broadcast_shapes(tuple(X.shape[:-2]), tuple(v.shape[:-1])))
         out = torch.empty(full + (M,), dtype=cdtype, device=X.device)
-        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        rows = max(1, (CHUNK_ELEMS if X.device.type == "cpu" else DEVICE_CHUNK_ELEMS)
+                   // max(K, 1))
         for idx in np.ndindex(*full):
             xi = X[sub_index(idx, tuple(X.shape[:-2]))]
             vi = v[sub_index(idx, tuple(v.shape[:-1]))]
@@ -419,6 +446,23 @@ class TorchOps(NumpyOps):
             for s, e in _chunks(M, rows):
                 torch.mv(xi[s:e].to(cdtype), vi, out=o[s:e])
         return out
+
+    _mm_dtype = None  # whether torch.mm(..., out_dtype=float32) works here (None: untried)
+
+    def _matvec_16(self, X, v):
+        """X (bfloat16, on an accelerator) times a float32 vector in one pass over
+        X: v split into three bfloat16 parts (float32 precision, see
+        :func:`split3`) as the columns of a K x 3 matrix, multiplied with float32
+        output (``torch.mm(..., out_dtype=)``); None where that is unsupported."""
+        torch = self.torch
+        try:
+            V = split3(torch, v)
+            z = torch.mm(X, V, out_dtype=torch.float32).sum(dim=1)
+        except (RuntimeError, TypeError, NotImplementedError):
+            type(self)._mm_dtype = False
+            return None
+        type(self)._mm_dtype = True
+        return z
 
     def matmat(self, X, V, cdtype):
         torch = self.torch
