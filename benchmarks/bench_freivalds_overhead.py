@@ -1,21 +1,29 @@
-"""Overhead of kcontract.freivalds.verify relative to the product it checks.
+"""Overhead of kcontract.freivalds.verify against its memory floor, per shape.
 
-For square float32 matrices, every repetition times C = A @ B and then
-verify(A, B, C) (default settings, threshold included) back to back; the ratio
-is taken per repetition and the median reported (the smallest ratio too: on
-a shared machine it shows what an undisturbed repetition costs).  numpy and
-torch (CPU) are measured side by side in one run, and torch on an accelerator
-(cuda) too when one is present.  "floor" is the time of the
-three bare matrix-vector products the check is made of (B r, A (B r), C r with
-a +-1 vector r: one streaming pass per matrix, the least any check reading A,
-B and C once can do), timed the same way: right after a matmul, in the same
-repetition.  The matmul, the check and the floor all run on the library's own
-thread pool (OpenBLAS for numpy, ATen/MKL for torch) with the thread counts
-printed in the header; the load average is printed before and after, since a
-busy machine inflates every figure.
+The check reads each matrix once; the least any such check can cost is the
+"floor": the bare matrix-vector products it is made of, on the same backend and
+in the operands' own dtype (B r, A (B r) and C r with a +-1 vector r for square
+products; for the skinny decode-time products of a linear layer, whose weight
+projection W^T r the guard caches, only x (W^T r) and C r).  Each repetition
+times a product, then the check; then another product and the floor -- both
+right after a product, in alternating order -- so that both start with the
+caches in the same state.  The figures are medians over the repetitions and
+the ratio verify / floor is the goal (at most 1.2); the ratio of the two
+smallest times is printed beside it (on a shared machine it shows what an
+undisturbed repetition costs).  The load average is printed before and after:
+a busy machine inflates every figure, the fixed Python cost of a call most.
 
-    python benchmarks/bench_freivalds_overhead.py            # n = 1024 .. 8192
-    python benchmarks/bench_freivalds_overhead.py --quick    # n = 1024, 2048
+Rows:
+  square   n x n x n, numpy and torch, float32 and bfloat16 (bfloat16: the
+           operands and C in bfloat16, float32 accumulation; numpy has no
+           bfloat16 matrix-vector kernel, so its floor is the same three passes
+           over float32 copies of half the size -- the same bytes streamed);
+  skinny   M x K times K x N with M = 1 .. 128 (decode), through the guard's
+           weight cache (torch), float32 and bfloat16.
+
+    python benchmarks/bench_freivalds_overhead.py              # the default shapes
+    python benchmarks/bench_freivalds_overhead.py --quick      # fewer shapes and repetitions
+    python benchmarks/bench_freivalds_overhead.py --device cuda  # on an accelerator
 """
 from __future__ import annotations
 
@@ -29,9 +37,10 @@ import time
 
 import numpy as np
 
-from kcontract.freivalds import guard, verify
+from kcontract.freivalds import verify
+from kcontract.freivalds._guard import Guard
 
-TARGETS = {4096: 0.010, 8192: 0.006}
+GOAL = 1.2
 
 
 def openblas_threads() -> str:
@@ -52,62 +61,6 @@ def openblas_threads() -> str:
     return "unknown"
 
 
-def measure(matmul, check, floor, reps: int):
-    matmul(), check(matmul())  # warm up
-    t_mm, t_v, t_f, ratios, floors = [], [], [], [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        C = matmul()
-        t1 = time.perf_counter()
-        res = check(C)
-        t2 = time.perf_counter()
-        assert res.passed, "honest product failed"
-        t_mm.append(t1 - t0)
-        t_v.append(t2 - t1)
-        ratios.append((t2 - t1) / (t1 - t0))
-        del C
-        t3 = time.perf_counter()
-        C = matmul()  # the floor, measured in the same position: right after a matmul
-        t4 = time.perf_counter()
-        floor(C)
-        t5 = time.perf_counter()
-        t_f.append(t5 - t4)
-        floors.append((t5 - t4) / (t4 - t3))
-        del C
-    med = statistics.median
-    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
-            "ratio": med(ratios), "ratio_min": min(ratios), "floor": med(floors),
-            "floor_min": min(floors), "ratios": ratios}
-
-
-def accelerators(torch, wanted: str) -> list[str]:
-    """The accelerator devices to measure: ``--device auto`` takes cuda when torch sees
-    one (the product in full float32: TF32 stays off, torch's default for matmul)."""
-    if wanted == "none":
-        return []
-    if wanted == "auto":
-        return ["cuda"] if torch.cuda.is_available() else []
-    return [wanted]
-
-
-def device_backend(torch, dev: str, A, B, r):
-    """matmul, check and floor on ``dev``; each waits for the device, so the host clock
-    measures the work (verify's verdict is a host bool, which waits by itself)."""
-    Ad, Bd, rd = (torch.from_numpy(x).to(dev) for x in (A, B, r))
-    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
-
-    def mm():
-        C = Ad @ Bd
-        sync()
-        return C
-
-    def floor(C):
-        out = (torch.mv(Ad, torch.mv(Bd, rd)), torch.mv(C, rd))
-        sync()
-        return out
-    return mm, (lambda C: verify(Ad, Bd, C)), floor
-
-
 def load_average() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -115,86 +68,197 @@ def load_average() -> str:
         return "unknown"
 
 
+def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
+    """Interleaved timings: (product, check) and (product, floor) pairs in
+    alternating order, each timed right after its product."""
+    C = matmul()
+    assert check(C), "honest product failed"
+    floor(C)
+    t_mm, t_v, t_f = [], [], []
+
+    def timed(f, C):
+        t0 = time.perf_counter()
+        out = f(C)
+        sync()
+        return time.perf_counter() - t0, out
+
+    for rep in range(reps):
+        for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
+            t0 = time.perf_counter()
+            C = matmul()
+            sync()
+            t_mm.append(time.perf_counter() - t0)
+            if which == 0:
+                dt, res = timed(check, C)
+                assert res, "honest product failed"
+                t_v.append(dt)
+            else:
+                dt, _ = timed(floor, C)
+                t_f.append(dt)
+            del C
+    med = statistics.median
+    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
+            "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
+            "verify_min_s": min(t_v), "floor_min_s": min(t_f)}
+
+
+def square_cases(n: int, dtype: str, backends, torch, device):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n), dtype=np.float32)
+    B = rng.standard_normal((n, n), dtype=np.float32)
+    r32 = np.where(rng.random(n) < 0.5, -1.0, 1.0).astype(np.float32)
+    out = []
+    if "numpy" in backends and device == "cpu":
+        if dtype == "float32":
+            out.append(("numpy", lambda: A @ B, lambda C: verify(A, B, C),
+                        lambda C: (A @ (B @ r32), C @ r32)))
+        else:
+            import ml_dtypes
+
+            bf = ml_dtypes.bfloat16
+            Ab, Bb = A.astype(bf), B.astype(bf)
+            A32, B32 = Ab.astype(np.float32), Bb.astype(np.float32)  # the product's inputs
+            # numpy has no bfloat16 gemv: the floor streams the same bytes as float32
+            # matrices of half the size (n x n/2)
+            h = n // 2
+            Ah, Bh, Ch = A[:, :h].copy(), B[:, :h].copy(), A[:, h:].copy()
+            rh = r32[:h]
+            out.append(("numpy", lambda: (A32 @ B32).astype(bf), lambda C: verify(Ab, Bb, C),
+                        lambda C: (Ah @ rh, Bh @ rh, Ch @ rh)))
+    if "torch" in backends and torch is not None:
+        tdt = getattr(torch, dtype)
+        At = torch.from_numpy(A).to(device=device, dtype=tdt)
+        Bt = torch.from_numpy(B).to(device=device, dtype=tdt)
+        rt = torch.from_numpy(r32).to(device=device, dtype=tdt)
+        if dtype == "float32" or device != "cpu":
+            out.append(("torch", lambda: At @ Bt, lambda C: verify(At, Bt, C),
+                        lambda C: (torch.mv(At, torch.mv(Bt, rt)), torch.mv(C, rt))))
+        else:
+            out.append(("torch", *cpu_narrow(torch, At, Bt, (At, Bt))))
+    return out
+
+
+def cpu_narrow(torch, x, w, mats):
+    """Product and floor for 16-bit operands on a CPU.  Without native bfloat16
+    arithmetic (AVX2 only) torch's bfloat16 matmul and mv are reference loops, far
+    from the memory floor (a 1024^3 bfloat16 matmul takes seconds): the product is
+    computed in float32 from the same values and rounded, and the floor streams the
+    same bytes as float32 matrices of half the width, through float32 gemvs."""
+    x32, w32 = x.float(), w.float()
+    halves = [torch.zeros(m.shape[0], m.shape[1] // 2) for m in mats] + \
+        [torch.zeros(x.shape[0], w.shape[1] // 2)]
+    vs = [torch.ones(h.shape[1]) for h in halves]
+    tdt = x.dtype
+
+    def check(C):
+        return verify(x, w, C)
+    return (lambda: (x32 @ w32).to(tdt), check,
+            lambda C: [torch.mv(h, v) for h, v in zip(halves, vs)])
+
+
+def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
+    """A linear layer's product x W^T with the guard's cached W^T r."""
+    tdt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(M * 7 + K + N)
+    W = torch.nn.Parameter((torch.randn(N, K, generator=g) / K ** 0.5).to(device=device,
+                                                                          dtype=tdt),
+                           requires_grad=False)
+    x = torch.randn(M, K, generator=g).to(device=device, dtype=tdt)
+    F = torch.nn.functional
+    guard = Guard(seed=1)
+    pre = guard._pre_for(W, True)
+    Wt = W.T
+
+    def check(C):
+        return verify(x, Wt, C, false_alarm=guard.false_alarm, max_rows=guard.max_rows,
+                      _pre=pre)
+    narrow_cpu = dtype != "float32" and device == "cpu"
+    W32 = W.float() if narrow_cpu else None
+    matmul = (lambda: F.linear(x.float(), W32).to(tdt)) if narrow_cpu else \
+        (lambda: F.linear(x, W))
+    check(matmul())  # fills the cache: W^T r is computed once
+    proj = next(iter(guard._cache.entries.values()))[2]
+    if narrow_cpu:  # the same bytes streamed as float32 (see cpu_narrow)
+        xh, ch = torch.zeros(M, K // 2), torch.zeros(M, N // 2)
+        yh, rh = torch.ones(K // 2), torch.ones(N // 2)
+        return matmul, check, lambda C: (torch.mv(xh, yh), torch.mv(ch, rh))
+    y = proj.y.to(tdt)
+    r = proj.rd.to(tdt)
+    return matmul, check, lambda C: (torch.mv(x, y), torch.mv(C, r))
+
+
+def fmt_row(kind, shape, backend, dtype, m) -> str:
+    flag = "ok" if m["ratio"] <= GOAL else "over"
+    return (f"{kind:>7} {shape:>16} {backend:>6} {dtype:>9} {m['matmul_s'] * 1e3:>10.3f} "
+            f"{m['verify_s'] * 1e3:>10.3f} {m['floor_s'] * 1e3:>10.3f} {m['ratio']:>7.2f} "
+            f"{m['ratio_min']:>7.2f} {m['verify_s'] / m['matmul_s']:>8.2%} "
+            f"{m['floor_s'] / m['matmul_s']:>8.2%} {flag:>5}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--quick", action="store_true", help="n = 1024, 2048 only")
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--device", default="auto",
-                    help="accelerator rows besides numpy and torch CPU: auto (cuda when present), "
-                         "none, or a torch device string")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    ap.add_argument("--skinny-m", type=int, nargs="+", default=[1, 16, 128])
+    ap.add_argument("--skinny-kn", nargs="+", default=["4096x4096", "4096x14336", "14336x4096"],
+                    help="K x N of the skinny products")
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--backends", nargs="+", default=["numpy", "torch"])
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--quick", action="store_true",
+                    help="n = 512 .. 2048, skinny K = N = 4096, 5 repetitions")
+    ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
     ap.add_argument("--json", help="write the measurements to this file")
     args = ap.parse_args(argv)
-    sizes = [1024, 2048] if args.quick else args.sizes
+    if args.quick:
+        args.sizes, args.skinny_kn, args.reps = [s for s in args.sizes if s <= 2048], \
+            ["4096x4096"], min(args.reps, 5)
     try:
-        if args.no_torch:
-            raise ImportError
         import torch
     except ImportError:
         torch = None
-    print(f"machine: {platform.machine()}, {os.cpu_count()} logical CPUs; "
-          f"numpy {np.__version__} (OpenBLAS threads: {openblas_threads()})"
+    if args.device != "cpu" and torch is None:
+        raise SystemExit("--device needs torch")
+    sync = (lambda: torch.cuda.synchronize()) if args.device.startswith("cuda") else \
+        (lambda: None)
+    dev_name = (torch.cuda.get_device_name() if args.device.startswith("cuda") else
+                platform.processor() or platform.machine())
+    print(f"machine: {platform.machine()}, {os.cpu_count()} logical CPUs, device {args.device} "
+          f"({dev_name}); numpy {np.__version__} (OpenBLAS threads: {openblas_threads()})"
           + (f"; torch {torch.__version__} (threads: {torch.get_num_threads()})" if torch else ""))
     print(f"load average: {load_average()}")
-    print(f"median of {args.reps} repetitions ((min): the smallest); "
-          "ratio = verify time / matmul time (float32)")
-    hdr = (f"{'n':>6} {'backend':>8} {'matmul ms':>10} {'verify ms':>10} {'ratio':>8} "
-           f"{'(min)':>8} {'floor':>8} {'(min)':>8} {'target':>10}")
+    print(f"median of {args.reps} interleaved repetitions; ratio = verify / floor "
+          f"(goal <= {GOAL}), (min) = smallest verify / smallest floor; % of the product")
+    hdr = (f"{'kind':>7} {'M x K x N':>16} {'lib':>6} {'dtype':>9} {'matmul ms':>10} "
+           f"{'verify ms':>10} {'floor ms':>10} {'ratio':>7} {'(min)':>7} {'verify%':>8} "
+           f"{'floor%':>8} {'goal':>5}")
     print(hdr)
     print("-" * len(hdr))
     rows = []
-    for n in sizes:
-        rng = np.random.default_rng(n)
-        A = rng.standard_normal((n, n), dtype=np.float32)
-        B = rng.standard_normal((n, n), dtype=np.float32)
-        r = np.where(rng.random(n) < 0.5, -1.0, 1.0).astype(np.float32)
-        backends = [("numpy", lambda: A @ B, lambda C: verify(A, B, C),
-                     lambda C: (A @ (B @ r), C @ r))]
-        if torch is not None:
-            At, Bt, rt = torch.from_numpy(A), torch.from_numpy(B), torch.from_numpy(r)
-            backends.append(("torch", lambda: At @ Bt, lambda C: verify(At, Bt, C),
-                             lambda C: (torch.mv(At, torch.mv(Bt, rt)), torch.mv(C, rt))))
-            for dev in accelerators(torch, args.device):
-                backends.append((dev, *device_backend(torch, dev, A, B, r)))
-        for name, mm, chk, fl in backends:
-            m = measure(mm, chk, fl, args.reps)
-            tgt = TARGETS.get(n)
-            flag = "" if tgt is None else (f"<={tgt:.1%}" + (" ok" if m["ratio"] <= tgt else " MISS"))
-            print(f"{n:>6} {name:>8} {m['matmul_s'] * 1e3:>10.1f} {m['verify_s'] * 1e3:>10.2f} "
-                  f"{m['ratio']:>8.2%} {m['ratio_min']:>8.2%} {m['floor']:>8.2%} "
-                  f"{m['floor_min']:>8.2%} {flag:>10}", flush=True)
-            rows.append({"n": n, "backend": name, **m})
-        del A, B
-    if torch is not None:
-        # the guard on an inference Linear layer: the weight's B r is cached
-        torch.manual_seed(0)
-        lin = torch.nn.Linear(4096, 4096, bias=True)
-        x = torch.randn(2048, 4096)
+    for n in args.sizes:
+        for dtype in args.dtypes:
+            for backend, mm, chk, fl in square_cases(n, dtype, args.backends, torch, args.device):
+                m = measure(mm, chk, fl, args.reps, sync)
+                print(fmt_row("square", f"{n}^3", backend, dtype, m), flush=True)
+                rows.append({"kind": "square", "M": n, "K": n, "N": n, "backend": backend,
+                             "dtype": dtype, **m})
+    if torch is not None and "torch" in args.backends:
         with torch.no_grad():
-            lin(x)
-            t_plain, t_g = [], []
-            g = guard(on_fail="raise")
-            for _ in range(args.reps):
-                t0 = time.perf_counter()
-                lin(x)
-                t1 = time.perf_counter()
-                with g:
-                    lin(x)
-                t2 = time.perf_counter()
-                t_plain.append(t1 - t0)
-                t_g.append(t2 - t1)
-        t_lin = statistics.median(t_plain)
-        per_check = g.stats.seconds / max(g.stats.checked, 1)
-        print(f"guard on nn.Linear(4096, 4096), batch 2048 (torch, weight vector cached): "
-              f"linear {t_lin * 1e3:.1f} ms, check {per_check * 1e3:.2f} ms per call "
-              f"({per_check / t_lin:.2%}); checked {g.stats.checked}, failed {g.stats.failed}, "
-              f"cache hits {g.stats.cache_hits}")
-        rows.append({"guard_linear_s": t_lin, "guard_check_s": per_check})
+            for kn in args.skinny_kn:
+                K, N = (int(v) for v in kn.lower().split("x"))
+                for dtype in args.dtypes:
+                    for M in args.skinny_m:
+                        mm, chk, fl = skinny_case(torch, M, K, N, dtype, args.device)
+                        m = measure(mm, chk, fl, args.reps, sync)
+                        print(fmt_row("skinny", f"{M}x{K}x{N}", "torch", dtype, m), flush=True)
+                        rows.append({"kind": "skinny", "M": M, "K": K, "N": N,
+                                     "backend": "torch", "dtype": dtype, **m})
+    worst = max((r["ratio"] for r in rows), default=float("nan"))
+    print(f"worst ratio {worst:.2f} (goal {GOAL}); "
+          f"{sum(r['ratio'] <= GOAL for r in rows)} of {len(rows)} rows within the goal")
     print(f"load average: {load_average()}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump({"load_average": load_average(), "rows": rows}, fh, indent=1)
     return 0
 
 

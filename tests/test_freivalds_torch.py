@@ -265,3 +265,57 @@ def test_files_torch_and_mixed(tmp_path, capsys):
     assert verify_matmul_files(a, b, str(tmp_path / "dict.pt"), rounds=1, seed=3,
                                accumulate=None, as_json=False) == 2
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------
+# stage 1 on CPU tensors: host views, the same decision as numpy
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_torch_and_numpy_take_the_same_stage1_decision(dtype):
+    from kcontract.freivalds._backend import ops_for
+
+    A, B = t((300, 128), 21, dtype), t((128, 90), 22, dtype)
+    C = (A.float() @ B.float()).to(dtype)
+    ops = ops_for(A, B, C)
+    views = [ops.host_view(x) for x in (A, B, C)]
+    # views share the tensors' memory: no copy
+    assert [v.__array_interface__["data"][0] for v in views] == [x.data_ptr() for x in (A, B, C)]
+    assert np.array_equal(views[0].astype(np.float32), A.float().numpy())
+    rt, rn = verify(A, B, C, seed=9), verify(*views, seed=9)
+    assert rt.passed and rn.passed
+    # narrow formats are widened on the host by the same code: the same residual;
+    # float32 goes through torch's own gemv (another rounding order)
+    rel = 1e-12 if dtype != torch.float32 else 0.2
+    assert float(rt.threshold) == pytest.approx(float(rn.threshold), rel=rel)
+    C[17, 5] += 0.5 * C.float().abs().max().to(dtype)
+    assert verify(A, B, C, seed=9).suspect_elements == [(17, 5)]
+
+
+def test_guard_cache_holds_the_weight_scale():
+    lin = torch.nn.Linear(256, 64, bias=True)
+    x = t((200, 256), 23)
+    with torch.no_grad(), guard() as g:
+        lin(x)
+        lin(x)
+    assert g.checked == 2 and g.failed == 0 and g.stats.cache_hits == 1
+    proj = next(iter(g._cache.entries.values()))[2]
+    w = lin.weight.detach().double()
+    assert proj.b_rms == pytest.approx(float(w.norm() / 256 ** 0.5), rel=0.5)
+
+
+def test_split3_carries_float32_precision():
+    """The accelerator path multiplies a bfloat16 matrix by a float32 vector as
+    three bfloat16 columns: their sum must be the vector to ~2^-24."""
+    from kcontract.freivalds._backend import split3
+
+    v = t((4096,), 31) * torch.logspace(-20, 20, 4096)
+    V = split3(torch, v)
+    assert V.dtype == torch.bfloat16 and V.shape == (4096, 3)
+    back = V.double().sum(dim=1)
+    rel = ((back - v.double()).abs() / v.double().abs()).max()
+    assert rel < 2.0 ** -23
+    X = t((64, 4096), 32).bfloat16()
+    z = (X.double() @ V.double()).sum(dim=1)
+    zref = X.double() @ v.double()
+    assert torch.allclose(z, zref, rtol=1e-6, atol=1e-6 * float(zref.abs().max()))

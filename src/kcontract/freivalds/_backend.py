@@ -12,6 +12,7 @@ operands without materialising a widened copy of a whole matrix.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from typing import Any, Iterable
 
@@ -20,6 +21,8 @@ import numpy as np
 
 #: Elements per widened chunk (1 MiB of float32).
 CHUNK_ELEMS = 1 << 18
+#: Elements per widened chunk on an accelerator (fewer, larger kernels).
+DEVICE_CHUNK_ELEMS = 1 << 24
 #: Elements per float64 chunk of B in the stage-2 recomputation (8 MiB).
 EXACT_CHUNK_ELEMS = 1 << 20
 
@@ -43,6 +46,13 @@ def ops_for(*arrays):
     """The back end for the given arrays (all numpy or all torch on one device)."""
     if all(type(a) is np.ndarray for a in arrays):
         return NUMPY_OPS
+    torch = sys.modules.get("torch")
+    if torch is not None and all(isinstance(a, torch.Tensor) for a in arrays):
+        dev = arrays[0].device
+        ops = _TORCH_OPS.get(dev)
+        if ops is None:
+            ops = _TORCH_OPS[dev] = TorchOps(dev)
+        return ops
     kinds = {is_torch_tensor(a) for a in arrays}
     if len(kinds) != 1:
         return None
@@ -71,6 +81,30 @@ def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
     step = max(1, step)
     for s in range(0, n, step):
         yield s, min(n, s + step)
+
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+class _Widener:
+    """Widens row chunks of a narrow-format matrix to the check's dtype.
+
+    bfloat16 to float32 is exact and costs one integer shift into a reused
+    buffer (a bfloat16 is the upper half of a float32); other formats use
+    numpy's (ml_dtypes') conversion."""
+
+    def __init__(self, src_dtype, cdtype, rows: int, cols: int):
+        self.shift = np.dtype(src_dtype) == _BF16 and np.dtype(cdtype) == np.float32
+        self.cdtype = cdtype
+        if self.shift:
+            self.buf = np.empty((rows, cols), dtype=np.uint32)
+
+    def __call__(self, chunk):
+        if not self.shift:
+            return chunk.astype(self.cdtype)
+        b = self.buf[:chunk.shape[0]]
+        np.left_shift(chunk.view(np.uint16), 16, out=b, dtype=np.uint32)
+        return b.view(np.float32)
 
 
 class NumpyOps:
@@ -136,12 +170,13 @@ class NumpyOps:
         full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
         out = np.empty(full + (M,), dtype=cdtype)
         rows = max(1, CHUNK_ELEMS // max(K, 1))
+        widen = _Widener(X.dtype, cdtype, min(rows, M), K)
         for idx in np.ndindex(*full):
             xi = X[sub_index(idx, X.shape[:-2])]
             vi = v[sub_index(idx, v.shape[:-1])]
             o = out[idx]
             for s, e in _chunks(M, rows):
-                np.dot(xi[s:e].astype(cdtype), vi, out=o[s:e])
+                np.dot(widen(xi[s:e]), vi, out=o[s:e])
         return out
 
     def matmat(self, X, V, cdtype):
@@ -176,13 +211,21 @@ class NumpyOps:
         return out
 
     @staticmethod
-    def row_norms(X, rows) -> np.ndarray:
-        """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
+    def row_sq(X, rows) -> np.ndarray:
+        """Squared Euclidean norms of rows ``rows`` (None: all) of every matrix
+        of X: (batch..., r), float32 or float64 (float64 where float32 overflows)."""
         sub = X if rows is None else X[rows] if X.ndim == 2 else X[..., rows, :]
-        if sub.dtype == np.float32 or sub.dtype == np.float64:
-            return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub, dtype=np.float64))
-        sub = sub.astype(np.float64)
-        return np.sqrt(np.einsum("...ij,...ij->...i", sub, sub))
+        if sub.dtype != np.float32 and sub.dtype != np.float64:
+            sub = sub.astype(np.float32)
+        sq = np.vecdot(sub, sub)
+        if sq.dtype == np.float32 and not math.isfinite(float(sq.max(initial=0.0))):
+            sub = sub.astype(np.float64)
+            sq = np.vecdot(sub, sub)
+        return sq
+
+    def row_norms(self, X, rows) -> np.ndarray:
+        """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
+        return np.sqrt(self.row_sq(X, rows).astype(np.float64))
 
     @staticmethod
     def col_norms(X, cols) -> np.ndarray:
@@ -266,6 +309,17 @@ class NumpyOps:
 NUMPY_OPS = NumpyOps()
 
 
+def split3(torch, v):
+    """A float32 vector v as the columns (hi, mid, lo) of a K x 3 bfloat16 matrix
+    whose row sums are v to about 2^-24 relative (8 + 8 + 8 significant bits;
+    bfloat16 has float32's exponent range, so no part overflows)."""
+    hi = v.to(torch.bfloat16)
+    r1 = v - hi.float()
+    mid = r1.to(torch.bfloat16)
+    lo = (r1 - mid.float()).to(torch.bfloat16)
+    return torch.stack((hi, mid, lo), dim=1)
+
+
 class TorchOps(NumpyOps):
     """The same operations with torch on the tensors' device."""
 
@@ -317,7 +371,8 @@ class TorchOps(NumpyOps):
         through ml_dtypes); None on other devices."""
         if X.device.type != "cpu":
             return None
-        X = X.detach()
+        if X.requires_grad:
+            X = X.detach()
         torch = self.torch
         if X.dtype in (torch.float32, torch.float64, torch.float16):
             return X.numpy()
@@ -367,10 +422,23 @@ class TorchOps(NumpyOps):
             if X.dim() == 2 and v.dim() == 1:
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
+        if X.device.type == "cpu":
+            # narrow formats on the CPU: widen through a host view (torch's own
+            # bfloat16 -> float32 conversion is far slower than one integer shift)
+            hv = self.host_view(X)
+            if hv is not None:
+                vh = v.detach().numpy()
+                return torch.from_numpy(NUMPY_OPS.matvec(hv, vh, vh.dtype.type))
+        elif X.dim() == 2 and v.dim() == 1 and cdtype == torch.float32 and \
+                X.dtype == torch.bfloat16 and self._mm_dtype is not False:
+            z = self._matvec_16(X, v)
+            if z is not None:
+                return z
         M, K = X.shape[-2:]
         full = tuple(torch.broadcast_shapes(tuple(X.shape[:-2]), tuple(v.shape[:-1])))
         out = torch.empty(full + (M,), dtype=cdtype, device=X.device)
-        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        rows = max(1, (CHUNK_ELEMS if X.device.type == "cpu" else DEVICE_CHUNK_ELEMS)
+                   // max(K, 1))
         for idx in np.ndindex(*full):
             xi = X[sub_index(idx, tuple(X.shape[:-2]))]
             vi = v[sub_index(idx, tuple(v.shape[:-1]))]
@@ -378,6 +446,23 @@ class TorchOps(NumpyOps):
             for s, e in _chunks(M, rows):
                 torch.mv(xi[s:e].to(cdtype), vi, out=o[s:e])
         return out
+
+    _mm_dtype = None  # whether torch.mm(..., out_dtype=float32) works here (None: untried)
+
+    def _matvec_16(self, X, v):
+        """X (bfloat16, on an accelerator) times a float32 vector in one pass over
+        X: v split into three bfloat16 parts (float32 precision, see
+        :func:`split3`) as the columns of a K x 3 matrix, multiplied with float32
+        output (``torch.mm(..., out_dtype=)``); None where that is unsupported."""
+        torch = self.torch
+        try:
+            V = split3(torch, v)
+            z = torch.mm(X, V, out_dtype=torch.float32).sum(dim=1)
+        except (RuntimeError, TypeError, NotImplementedError):
+            type(self)._mm_dtype = False
+            return None
+        type(self)._mm_dtype = True
+        return z
 
     def matmat(self, X, V, cdtype):
         torch = self.torch
@@ -408,10 +493,16 @@ class TorchOps(NumpyOps):
                 out[idx] += torch.mv(X[idx][a:b].to(cdtype).T, s[a:b])
         return out
 
+    def row_sq(self, X, rows) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.row_sq(hv, rows)
+        return self.row_norms(X, rows) ** 2
+
     def row_norms(self, X, rows) -> np.ndarray:
         hv = self.host_view(X)
         if hv is not None:
-            return NumpyOps.row_norms(hv, rows)
+            return NumpyOps.row_norms(self, hv, rows)
         torch = self.torch
         if rows is None:
             rows = np.arange(X.shape[-2])

@@ -376,13 +376,14 @@ def _row_scales(p: _Problem, seed: int, items: int):
     return np.reshape(cn, (-1,)).astype(np.float64), np.reshape(sn, (-1,)).astype(np.float64)
 
 
-def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, localize, repair,
-            pre=None):
+def _stage1_screen(p: _Problem, res: FreivaldsResult, rounds, seed, pre):
+    """Stage 1 and the screen (under one np.errstate); non-finite residuals are
+    traced to their operand here."""
     ops = p.ops
-    with np.errstate(over="ignore", invalid="ignore"):
-        z, w = stage1(p, rounds, seed, p.cdtype, pre)
-        d = residual(z, w)
-    if not math.isfinite(float(d.max())):
+    z, w = stage1(p, rounds, seed, p.cdtype, pre)
+    d = residual(z, w)
+    dmax = float(d.max())
+    if not math.isfinite(dmax):
         zf = np.isfinite(z)
         if not zf.all() or not np.isfinite(w).all():
             for name, x in (("a", p.a), ("b", p.b)):
@@ -398,13 +399,19 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
                 # finite operands but the float32 check overflowed: redo it in float64
                 p.cdtype, p.cname = ops.compute_dtype("float64"), "float64"
                 res.check_precision = "float64"
-                with np.errstate(over="ignore", invalid="ignore"):
-                    z, w = stage1(p, rounds, seed, p.cdtype)
-                    d = residual(z, w)
-    units = _units(p)
+                z, w = stage1(p, rounds, seed, p.cdtype)
+                d = residual(z, w)
+                dmax = float(d.max())
+    return screen(p, d, rounds, seed, math.prod(p.batch), _units(p), dmax)
+
+
+def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, localize, repair,
+            pre=None):
+    ops = p.ops
     items = math.prod(p.batch)
     with np.errstate(over="ignore", invalid="ignore"):
-        scr = screen(p, d, rounds, seed, items, units)
+        scr = _stage1_screen(p, res, rounds, seed, pre)
+    units = _units(p)  # after stage 1, which may have switched to a float64 check
     res.threshold = scr.tau.reshape(p.batch)
     res.noise_scale = scr.scale.reshape(p.batch)
     res.calibrated = scr.calibrated

@@ -175,24 +175,23 @@ def b_rms(p, seed: int, y=None):
                 if math.isfinite(v):
                     return math.sqrt(v / p.K)
             else:
-                v = np.einsum("...k,...k->...", yh, yh, dtype=np.float64)
+                v = np.vecdot(yh, yh).astype(np.float64)
                 if np.isfinite(v).all():
                     return np.sqrt(v / p.K)
     if ops.rows_contiguous(p.b) or p.N <= SAMPLE_ROWS:
-        krows = np.arange(p.K) if p.K <= SAMPLE_ROWS else \
-            sample_rows(seed + 1, p.K, SAMPLE_ROWS)
-        bn = ops.row_norms(p.b, krows)  # (batch_b..., kr)
-        return np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1])
+        krows = None if p.K <= SAMPLE_ROWS else sample_rows(seed + 1, p.K, SAMPLE_ROWS)
+        bn2 = ops.row_sq(p.b, krows).astype(np.float64)  # (batch_b..., kr)
+        return np.sqrt(bn2.mean(axis=-1))
     jcols = sample_rows(seed + 2, p.N, SAMPLE_ROWS)
     bn = ops.col_norms(p.b, jcols)
-    return np.sqrt(np.einsum("...i,...i->...", bn, bn) / bn.shape[-1] * p.N / max(p.K, 1))
+    return np.sqrt((bn * bn).mean(axis=-1) * p.N / max(p.K, 1))
 
 
-def _block_rms(ops, X, i0: int, k: int):
-    """RMS of the norms of rows i0 .. i0 + k - 1 of a 2-D X, as a float."""
+def _block_sq(ops, X, i0: int, k: int) -> float:
+    """Mean squared norm of rows i0 .. i0 + k - 1 of a 2-D X."""
     hv = ops.host_view(X)
     if hv is None:
-        return float(np.sqrt(np.mean(ops.row_norms(X, np.arange(i0, i0 + k)) ** 2)))
+        return float(np.mean(ops.row_norms(X, np.arange(i0, i0 + k)) ** 2))
     sub = hv[i0:i0 + k]
     if sub.dtype != np.float32 and sub.dtype != np.float64:
         sub = sub.astype(np.float32)
@@ -201,7 +200,7 @@ def _block_rms(ops, X, i0: int, k: int):
     if not math.isfinite(ss):
         v = v.astype(np.float64)
         ss = float(np.dot(v, v))
-    return math.sqrt(ss / k)
+    return ss / k
 
 
 def row_scales(p, seed: int, items: int):
@@ -209,15 +208,19 @@ def row_scales(p, seed: int, items: int):
 
     Products with at most SMALL_ROWS rows in all use every row and the largest
     values.  Otherwise the RMS over SAMPLE_ROWS consecutive rows from a random
-    start (O(K + N) per row), with rms_k ||B_k|| from :func:`b_rms`."""
+    start (O(K + N) per row), with rms_k ||B_k|| from :func:`b_rms`.  Single
+    matrices get floats, batches arrays of shape (items,)."""
     ops = p.ops
     brms = p.b_rms if p.b_rms is not None else b_rms(p, seed, p.y)
     if items * p.M <= SMALL_ROWS:
-        cn = ops.row_norms(p.c, None)  # (batch..., M)
-        sn = ops.row_norms(p.a, None) * np.asarray(brms)[..., None]
-        if not p.batch:
-            cn = float(cn.max())
-            return (cn if math.isfinite(cn) else 0.0), float(sn.max())
+        cn2 = ops.row_sq(p.c, None)  # (batch..., M)
+        an2 = ops.row_sq(p.a, None)
+        if not p.batch and np.ndim(brms) == 0:
+            cn2 = float(cn2.max())
+            cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
+            return cn, math.sqrt(float(an2.max())) * float(brms)
+        cn = np.sqrt(cn2.astype(np.float64))
+        sn = np.sqrt(an2.astype(np.float64)) * np.asarray(brms)[..., None]
         cn = np.broadcast_to(cn, p.batch + (p.M,)).reshape(items, p.M)
         sn = np.broadcast_to(sn, p.batch + (p.M,)).reshape(items, p.M)
         cn = np.where(np.isfinite(cn), cn, 0.0)
@@ -225,17 +228,16 @@ def row_scales(p, seed: int, items: int):
     k = min(SAMPLE_ROWS, p.M)
     i0 = seed % (p.M - k + 1)
     if not p.batch and np.ndim(brms) == 0:
-        cn = _block_rms(ops, p.c, i0, k)
-        cn = cn if math.isfinite(cn) else 0.0
-        return cn, _block_rms(ops, p.a, i0, k) * float(brms)
+        cn2 = _block_sq(ops, p.c, i0, k)
+        cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
+        return cn, math.sqrt(_block_sq(ops, p.a, i0, k)) * float(brms)
     rows = np.arange(i0, i0 + k)
-    cn = ops.row_norms(p.c, rows)  # (batch..., k)
-    an = ops.row_norms(p.a, rows)  # (batch_a..., k)
-    sn = an * np.asarray(brms)[..., None]
-    cn = np.broadcast_to(cn, p.batch + (k,)).reshape(items, k)
-    sn = np.broadcast_to(sn, p.batch + (k,)).reshape(items, k)
-    cn = np.where(np.isfinite(cn), cn, 0.0)
-    return np.sqrt(np.mean(cn * cn, axis=1)), np.sqrt(np.mean(sn * sn, axis=1))
+    cn2 = ops.row_sq(p.c, rows).astype(np.float64)  # (batch..., k)
+    sn2 = ops.row_sq(p.a, rows).astype(np.float64) * (np.asarray(brms) ** 2)[..., None]
+    cn2 = np.broadcast_to(cn2, p.batch + (k,)).reshape(items, k)
+    sn2 = np.broadcast_to(sn2, p.batch + (k,)).reshape(items, k)
+    cn2 = np.where(np.isfinite(cn2), cn2, 0.0)
+    return np.sqrt(cn2.mean(axis=1)), np.sqrt(sn2.mean(axis=1))
 
 
 # ---------------------------------------------------------------------------
@@ -254,16 +256,18 @@ class Screen:
     clear: bool  # no row exceeds its threshold
 
 
-def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units) -> Screen:
+def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
+           dmax: Optional[float] = None) -> Screen:
     """Calibrate the noise scale on the residual ``d`` (rounds, batch..., M, G)
-    and compare every row with its threshold."""
+    and compare every row with its threshold (``dmax``: max |d| if known)."""
     G = p.groups
     per = rounds * p.M * G
     if rounds == 1:
         dI = d.reshape(items, per)
     else:
         dI = np.moveaxis(d.reshape(rounds, items, p.M * G), 0, 1).reshape(items, per)
-    dmax = float(dI.max())
+    if dmax is None:
+        dmax = float(dI.max())
     finite = math.isfinite(dmax)
     dcal = dI if finite else np.where(np.isfinite(dI), dI, 0.0)
     c_norm, s_norm = row_scales(p, seed, items)

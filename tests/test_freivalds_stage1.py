@@ -1,0 +1,138 @@
+"""Tests of the Freivalds check's stage 1 (kcontract.freivalds._screen): the
+signs, the widening of narrow formats, the row scales of the screen, and the
+detection / false-alarm figures the fast path must keep."""
+from __future__ import annotations
+
+import hashlib
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from kcontract.freivalds import verify
+from kcontract.freivalds._backend import NUMPY_OPS, _Widener
+from kcontract.freivalds._core import _problem
+from kcontract.freivalds._screen import b_rms, row_scales, sample_rows, signs
+
+
+def _reference_signs(seed, stream, n):
+    """The documented definition: SHAKE-256 bits of (seed, stream, attempt),
+    most significant first, bit 1 -> -1, redrawn while |sum| < sqrt(n)/4."""
+    for attempt in range(64):
+        key = (seed.to_bytes(16, "little") + stream.to_bytes(8, "little")
+               + attempt.to_bytes(2, "little"))
+        bits = np.unpackbits(np.frombuffer(hashlib.shake_256(key).digest((n + 7) // 8),
+                                           dtype=np.uint8), count=n)
+        r = np.where(bits == 1, -1, 1)
+        if n < 16 or abs(int(r.sum())) >= 0.25 * math.sqrt(n):
+            return r
+    return r
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 63, 64, 1000, 4097])
+def test_signs_match_the_documented_definition(n):
+    for seed in range(40):
+        ref = _reference_signs(seed, 3, n)
+        for dt in (np.int8, np.float32, np.float64):
+            r = signs(seed, 3, n, dt)
+            assert r.dtype == np.dtype(dt) and r.shape == (n,) and r.flags.c_contiguous
+            assert np.array_equal(r.astype(np.int64), ref)
+        if n >= 16:
+            assert abs(int(ref.sum())) >= 0.25 * math.sqrt(n)
+
+
+def test_bfloat16_widening_is_exact():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((37, 53)) * 10.0 ** rng.integers(-30, 30, (37, 53)))
+    x = x.astype(ml_dtypes.bfloat16)
+    x[0, :4] = [np.inf, -np.inf, 0.0, -0.0]
+    w = _Widener(x.dtype, np.float32, 37, 53)
+    got = w(x)
+    assert got.dtype == np.float32
+    assert np.array_equal(got, x.astype(np.float32), equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(x.astype(np.float32)))
+    # a non-contiguous chunk (columns of a transposed matrix) widens the same way
+    xt = x.T[:20]
+    assert np.array_equal(_Widener(x.dtype, np.float32, 20, 37)(xt), xt.astype(np.float32))
+
+
+def test_bfloat16_stage1_equals_float32_check_of_the_same_values():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((300, 200)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((200, 150)).astype(ml_dtypes.bfloat16)
+    C = (A.astype(np.float32) @ B.astype(np.float32)).astype(np.float32)
+    r1 = verify(A, B, C, seed=5)
+    r2 = verify(A.astype(np.float32), B.astype(np.float32), C, seed=5,
+                accumulate="float32", output_format="float32")
+    assert r1.passed and r2.passed
+    assert float(r1.threshold) == pytest.approx(float(r2.threshold), rel=1e-12)
+    assert r1.screen_ratio == pytest.approx(r2.screen_ratio, rel=1e-12)
+
+
+def test_sample_rows_distinct_sorted_and_seeded():
+    for seed in range(50):
+        rows = sample_rows(seed, 10, 4)
+        assert len(set(rows.tolist())) == 4 and list(rows) == sorted(rows)
+        assert rows.min() >= 0 and rows.max() < 10
+        assert np.array_equal(rows, sample_rows(seed, 10, 4))
+
+
+def test_b_rms_from_y_matches_frobenius_norm():
+    """E (B r)_k^2 = ||B_k||^2 for +-1 signs: ||B r|| / sqrt(K) estimates rms ||B_k||
+    within a few sqrt(2/K) (no second pass over B)."""
+    rng = np.random.default_rng(2)
+    K, N = 2048, 512
+    B = (rng.standard_normal((K, N)) * rng.uniform(0.1, 3.0, (K, 1))).astype(np.float32)
+    A = rng.standard_normal((8, K)).astype(np.float32)
+    p = _problem(A, B, A @ B, None, None)
+    exact = float(np.linalg.norm(B.astype(np.float64)) / math.sqrt(K))
+    for seed in range(5):
+        y = B @ signs(seed, 0, N, np.float32)
+        assert b_rms(p, seed, y) == pytest.approx(exact, rel=6 * math.sqrt(2 / K))
+
+
+def test_row_scales_follow_the_rows():
+    """The screen's typical ||C_i|| comes from the rows of C (RMS over a block
+    of rows, or the largest row of a small product)."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((400, 128)).astype(np.float32)
+    B = rng.standard_normal((128, 96)).astype(np.float32)
+    C = A @ B
+    p = _problem(A, B, C, None, None)
+    cn, sn = row_scales(p, 7, 1)
+    norms = np.linalg.norm(C.astype(np.float64), axis=1)
+    assert norms.min() <= cn <= norms.max()
+    assert 0.5 < sn / np.median(norms) < 2.0  # random data: S_i ~ ||C_i||
+    small = _problem(A[:10], B, C[:10], None, None)
+    cn, _ = row_scales(small, 7, 1)
+    assert cn == pytest.approx(norms[:10].max(), rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [2048])
+def test_single_element_fault_caught_every_time(n):
+    """One element off by 1e-4 max|C| is caught (and localised) on every trial."""
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n), dtype=np.float32)
+    B = rng.standard_normal((n, n), dtype=np.float32)
+    C = A @ B
+    e = np.float32(1e-4 * float(np.abs(C).max()))
+    for t in range(6):
+        i, j = (int(v) for v in rng.integers(0, n, 2))
+        old = C[i, j]
+        C[i, j] = old + (e if t % 2 else -e)
+        res = verify(A, B, C, seed=100 + t)
+        C[i, j] = old
+        assert not res.passed and res.suspect_elements == [(i, j)], (t, res.message)
+        assert verify(A, B, C, seed=200 + t).passed
+
+
+def test_honest_products_pass_across_seeds_and_shapes():
+    rng = np.random.default_rng(4)
+    for M, K, N in [(512, 512, 512), (1, 1024, 768), (128, 640, 900), (70, 33, 65)]:
+        A = rng.standard_normal((M, K), dtype=np.float32)
+        B = rng.uniform(0, 1, (K, N)).astype(np.float32)
+        C = A @ B
+        for s in range(15):
+            res = verify(A, B, C, seed=s)
+            assert res.passed, (M, K, N, s, res.message)
