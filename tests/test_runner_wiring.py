@@ -104,7 +104,7 @@ def test_out_of_scope_is_the_one_scope_check():
     assert c.out_of_scope("gelu", "float32", "numpy", claims) is None
     assert c.out_of_scope("sum", "float32", "numpy") == "not in scope for op sum (scope: gelu)"
     assert c.out_of_scope("gelu", "float16", "numpy").startswith("not in scope for dtype float16")
-    assert c.out_of_scope("gelu", "float32", "jax") == "not in scope for framework jax"
+    assert c.out_of_scope("gelu", "float32", "mxnet") == "not in scope for framework mxnet"
     other = make_claims(get_format("float32"), {"accumulate": "float16"})
     assert c.out_of_scope("gelu", "float32", "numpy", other) == (
         "applies only when accumulate=float32 is declared (declared: float16)")

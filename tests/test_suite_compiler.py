@@ -235,10 +235,10 @@ def test_honest_kernel_conforms_on_views():
 
 
 def test_a_kernel_wrong_at_every_shape_is_not_called_shape_specialised():
-    """An fp16 accumulator is wrong at the benchmarked shape too: C-CMP-03 still fails (its
-    tolerance is the op's), but says so without claiming a shape dependence or staleness."""
+    """An fp16 accumulator is wrong at the benchmarked shape too, and the held-out shapes err
+    no more than that precision predicts: not a shape fault (C-PRC-01 judges the precision),
+    so C-CMP-03 neither claims a shape dependence nor staleness, and says why."""
     res = _one(CAL + "prc01_matmul:bad", "cmp03-matmul")
-    assert res.verdict.value == "violation"
-    assert res.signature["code"] == "C-CMP-03.fails-at-every-shape"
-    assert "fails at every shape tested" in res.message
+    assert res.verdict.value == "pass", res.message
+    assert "benchmarked shape fails too" in res.message and "C-PRC-01" in res.message
     assert "not a function" not in res.message and "stale_calls" not in res.signature

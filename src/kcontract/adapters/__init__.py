@@ -11,15 +11,7 @@ import importlib
 from ..errors import UsageError, did_you_mean
 from .base import Adapter
 
-#: framework name -> "module:Class": a module of this package, or a dotted module path
-#: (imported only when the framework is used)
-REGISTRY: dict[str, str] = {
-    "numpy": "numpy_adapter:NumpyAdapter",
-    "torch": "torch_adapter:TorchAdapter",
-    "jax": "jax_adapter:JaxAdapter",
-}
-#: the registered names, a live view of REGISTRY
-FRAMEWORKS = REGISTRY.keys()
+from ..frameworks import FRAMEWORKS, REGISTRY
 
 
 def adapter_class(name: str) -> type[Adapter]:

@@ -7,6 +7,7 @@ interface and runs the kernel in this process (``--in-process``, for debugging).
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import mmap
 import os
@@ -274,6 +275,12 @@ def module_files(paths, limit: int = 2000) -> list:
     return sorted(out, key=lambda m: m["path"])
 
 
+def output_digest(out: np.ndarray) -> str:
+    """The identity of an output's bits (dtype, shape and bytes): equal digests, equal outputs."""
+    a = np.ascontiguousarray(out)
+    return hashlib.sha1(a.dtype.str.encode() + str(a.shape).encode() + a.tobytes()).hexdigest()
+
+
 class KernelLoadError(Exception):
     """The kernel could not be imported (its module raised, or no such function).
     ``spec_error``: the spec names nothing callable (no such file or function), a usage
@@ -312,6 +319,9 @@ class KernelProcess:
         self.max_reply = MAX_REPLY
         #: decoy calls (see :meth:`_decoy_calls`); off for trusted kernels (calibration)
         self.decoys = decoys
+        #: digests (:func:`output_digest`) of the outputs of decoy calls: a kernel that later
+        #: returns one of them on other inputs is returning a stale output
+        self.decoy_digests: set[str] = set()
         self._burst: Optional[int] = None
         self._sibling: Optional["KernelProcess"] = None
 
@@ -555,6 +565,8 @@ class KernelProcess:
                                         "layout": layout}, timeout)
             if any(f.startswith(TAMPERING) for f in res.flags):
                 return res
+            if res.ok and isinstance(res.out, np.ndarray) and len(self.decoy_digests) < 65536:
+                self.decoy_digests.add(output_digest(res.out))
             if not res.ok or self.proc is None or time.monotonic() > t_end:
                 break  # a failing decoy: the real call shows the failure itself
         return None

@@ -428,11 +428,16 @@ def loaded_files() -> list:
     return sorted(files)
 
 
-def serve(fd: int, arena_fd: int | None = None) -> None:
+def serve(fd: int, arena_fd: int | None = None, worker: "Worker | None" = None,
+          verbs: "dict | None" = None) -> None:
+    """Answer the parent's requests on ``fd`` until it says exit.  ``worker``: a
+    :class:`Worker` (subclass) to serve; ``verbs``: extra verbs, name -> fn(payload) ->
+    (status, payload) (the trace worker's ``trace``)."""
     from multiprocessing.connection import Connection
     conn = Connection(fd)
-    worker = Worker()
+    worker = worker if worker is not None else Worker()
     worker.arena_fd = arena_fd
+    extra = dict(verbs or {})
     while True:
         try:
             verb, payload = conn.recv()
@@ -450,6 +455,8 @@ def serve(fd: int, arena_fd: int | None = None) -> None:
             elif verb == "exit":
                 conn.send(("ok", {}))
                 return
+            elif verb in extra:
+                reply = extra[verb](payload)
             else:
                 reply = ("raised", {"type": "ProtocolError", "message": f"unknown verb {verb}"})
         except BaseException as exc:  # the kernel's exception, reported as data

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..adapters.base import Adapter
 from ..check.engine import Comparison, Context, KernelFailure
+from ..check.sandbox import output_digest
 from ..check.verdict import Diagnosis
 from ..errors import UsageError
 from ..diagnosis import establish
@@ -100,9 +101,15 @@ def describe(op, shape) -> str:
     return op.describe_shape({k: v for k, v in shape.items() if int(v) != 0}) or "scalar"
 
 
-def _digest(out: np.ndarray) -> str:
-    a = np.ascontiguousarray(out)
-    return hashlib.sha1(a.dtype.str.encode() + str(a.shape).encode() + a.tobytes()).hexdigest()
+_digest = output_digest
+
+#: what a stale output repeats when it is the output of a decoy call (the checker's own calls
+#: on shuffled inputs, whose outputs it never judges)
+DECOY_CALL = "an earlier call on other inputs (one of the checker's unjudged decoy calls)"
+
+
+def _decoy_digests(ctx: Context) -> set:
+    return getattr(ctx.kernel, "decoy_digests", None) or set()
 
 
 # ================================================================================================
@@ -479,6 +486,8 @@ def _freshness(ctx: Context, shape: dict, history: list) -> tuple[list[dict], li
         if not c.passed:
             # the output of an earlier call on *other* inputs
             same = [label for label, d, i in history if d == dig and i != idig]
+            if not same and dig in _decoy_digests(ctx):
+                same = [DECOY_CALL]
             stale.append({"call": f"{name} at {where}", "reason": _cmp_reason(c), "digest": dig,
                           "identical_to": same[0] if same else None, "case": case, "cmp": c})
         history.append((f"{name} at {where}", dig, idig))
@@ -522,20 +531,30 @@ def shapes(ctx: Context):
     # a sweep output that a later call on other inputs returns again is a stale output (say,
     # left over from calls before this check), not evidence about the shape
     stale_digests = {s["digest"] for s in stale if s.get("digest")}
+    decoys = _decoy_digests(ctx)
     for r in results:
         if not r.passed and r.failure is None and stale_digests.intersection(r.digests):
             r.stale = True
+        elif not r.passed and r.failure is None and decoys.intersection(r.digests):
+            # the output of one of the checker's decoy calls, on other inputs
+            r.stale = True
+            bad = next((c for c in r.comps if not c.passed), None)
+            stale.append({"call": f"the call at the {r.role} shape {r.describe(op)}",
+                          "reason": r.reason, "digest": next(d for d in r.digests if d in decoys),
+                          "identical_to": DECOY_CALL, "case": bad.case if bad else None,
+                          "cmp": bad})
     failing = [r for r in results if not r.passed and not r.stale]
     failing, precision_only = establish.shape_failures(results[0], failing)  # not shape faults
     # the same shape, its inputs as non-contiguous views: a kernel that reads memory as if
     # every input were contiguous is right at every shape and wrong here
     layouts: list[ShapeResult] = []
-    if results[0].passed:
+    if results[0].passed or results[0].stale:
         for lay in ctx.param("layouts", list(Adapter.LAYOUTS)) or ():
             if lay not in Adapter.LAYOUTS:
                 raise UsageError(f"{ctx.contract.id}: unknown layout {lay!r} "
                                  f"({', '.join(Adapter.LAYOUTS)})")
-            earlier = {d: label for label, d, _ in history}
+            earlier = {d: DECOY_CALL for d in _decoy_digests(ctx)}
+            earlier.update({d: label for label, d, _ in history})
             r = _run_shape(ctx, bench, "layout", history, keys=("layout", lay), layout=lay)
             layouts.append(r)
             same = [earlier[d] for d in r.digests if d in earlier]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Protocol as _Proto
 
-from ..adapters import FRAMEWORKS
+from ..frameworks import FRAMEWORKS
 from ..errors import SourceLocation
 
 #: the eight parts, in the order they are documented and explained

@@ -18,7 +18,7 @@ import yaml
 
 from .. import claims as _claims
 from ..errors import ContractError, SourceLocation, UsageError, did_you_mean
-from ..adapters import FRAMEWORKS
+from ..frameworks import FRAMEWORKS
 from ..formats import ALIASES, KERNEL_DTYPES
 from . import vocabulary as V
 from .contract import ANY_OP, CheckSpec, Contract, Protocol, Scope, Signature

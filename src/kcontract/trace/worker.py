@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 
+from ..check import worker as check_worker
 from ..check.worker import Worker, load_module_file
 
 
@@ -98,36 +98,12 @@ class TraceWorker(Worker):
             "matmul_precision": torch.get_float32_matmul_precision()}}
 
 
-def serve(fd: int) -> None:
-    from multiprocessing.connection import Connection
-    conn = Connection(fd)
+def serve(fd: int, arena_fd: int | None = None) -> None:
+    """The checker's worker loop (:func:`kcontract.check.worker.serve`: framing, the input
+    arena, integrity), serving a :class:`TraceWorker` with its ``trace`` verb."""
     worker = TraceWorker()
-    verbs = {"load": lambda p: ("ok", worker.load(p)), "trace": worker.trace,
-             "call": worker.call, "ping": lambda p: ("ok", {"pid": os.getpid()})}
-    while True:
-        try:
-            verb, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        if verb == "exit":
-            conn.send(("ok", {}))
-            return
-        try:
-            if verb not in verbs:
-                reply = ("raised", {"type": "ProtocolError", "message": f"unknown verb {verb}"})
-            else:
-                reply = verbs[verb](payload)
-        except BaseException as exc:  # the model's or the prelude's exception, as data
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            reply = ("raised", {"type": type(exc).__name__, "message": str(exc)[:2000],
-                                "traceback": traceback.format_exc(limit=8)[-4000:]})
-        try:
-            conn.send(reply)
-        except Exception as exc:
-            conn.send(("raised", {"type": "TransportError",
-                                  "message": f"could not return the trace: {exc}"}))
+    check_worker.serve(fd, arena_fd, worker=worker, verbs={"trace": worker.trace})
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the parent
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
