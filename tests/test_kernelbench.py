@@ -179,3 +179,38 @@ def test_a_problem_may_import_its_neighbours(tmp_path):
     assert "from sizes import" in (tmp_path / "p" / "problem.py").read_text()
     p = load_problem(str(tmp_path / "p" / "problem.py"))
     assert p.module.M == 64
+
+
+def test_a_failure_of_the_checker_on_the_problems_values_is_a_verdict(monkeypatch):
+    """A step of the checker that cannot handle a problem's inputs or outputs gives an error
+    verdict with a code for that class; the other classes still run and the run has JSON."""
+    from kcontract import kernelbench as kb
+
+    def broken(self, args, layout):
+        raise TypeError("torch.bool is not supported by torch.iinfo")
+
+    monkeypatch.setattr(kb.Oracle, "accepts_layout", broken)
+    run = check_kernelbench(str(KB / "masked" / "problem.py"), str(KB / "masked" / "new_honest.py"),
+                            seed=SEED, classes=["C-PRC-01", "C-CMP-03"], kernelbench=False)
+    by = {r.contract: r for r in run.run.results}
+    assert by["C-PRC-01"].verdict.value == "pass"
+    err = by["C-CMP-03"]
+    assert err.verdict.value == "error" and err.signature["code"] == "checker.problem-io"
+    assert "TypeError" in err.message and "no verdict on the candidate" in err.message
+    json.dumps(run.to_json())
+
+
+def test_bool_inputs_survive_every_layout():
+    """The strided layout fills its gaps for bool tensors too (torch.iinfo rejects bool)."""
+    from kcontract.adapters.torch_adapter import TorchAdapter
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    for lay in ("transposed", "strided"):
+        view = TorchAdapter().relayout(mask, lay)
+        assert torch.equal(view, mask) and (lay == "transposed" or not view.is_contiguous())
+
+
+def test_dropout_problem_is_checked_in_eval_mode():
+    run = check_kernelbench(str(KB / "dropout" / "problem.py"),
+                            str(KB / "dropout" / "new_honest.py"), seed=SEED,
+                            classes=["C-PRC-01"], kernelbench=False)
+    assert run.verdict == "conformant", [r.message for r in run.run.results]

@@ -279,6 +279,10 @@ class Oracle:
             torch.manual_seed(seed)
             model = problem.module.Model(*self.init)
         self.tdtype = getattr(torch, dtype)
+        if isinstance(model, torch.nn.Module):
+            # inference semantics (dropout off, batch norm on its running statistics): the
+            # candidate's worker puts ModelNew in eval mode too, so no two sides draw masks
+            model = model.eval()
         self.low = model.to(dtype=self.tdtype) if isinstance(model, torch.nn.Module) else model
         self.state = ({k: _to_plain(v) for k, v in self.low.state_dict().items()}
                       if isinstance(self.low, torch.nn.Module) else None)
@@ -757,7 +761,29 @@ class ModuleCheck:
                                  message=fail.message, violation=v, signature={"code": fail.code},
                                  seconds=time.perf_counter() - t0,
                                  reproduce=f"{self.reproduce} --contract {cls}")
+        except UsageError:
+            raise  # the reference itself does not run at its own sizes: not a verdict
+        except Exception as exc:  # noqa: BLE001 - the checker's own handling of the problem
+            res = self.checker_error(cls, exc, t0)
         return replace(res, cases=self.cases - before)
+
+    def checker_error(self, cls: str, exc: BaseException, t0: float) -> ContractResult:
+        """A failure of the checker while it handled the problem's inputs or outputs (an
+        input dtype a step does not support, memory exhausted by the oracle): an error
+        verdict with a code, so the run and its JSON survive and the other classes run."""
+        code = "checker.memory" if isinstance(exc, MemoryError) else "checker.problem-io"
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+                where = f" (in {tb.tb_frame.f_code.co_name})"
+            tb = tb.tb_next
+        message = (f"the checker could not handle this problem's inputs or outputs{where}: "
+                   f"{type(exc).__name__}: {str(exc)[:300]}; this is no verdict on the candidate")
+        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
+                              message=message, signature={"code": code},
+                              seconds=time.perf_counter() - t0,
+                              reproduce=f"{self.reproduce} --contract {cls}")
 
     def _sweep(self, label, over, families, trials=1, salt: str = ""):
         comps, skipped = [], 0
