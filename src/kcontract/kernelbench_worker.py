@@ -111,7 +111,7 @@ class ModelWorker(Worker):
         natives = [_native_value(ad, a, self.device) for a in arrays]
         with torch.no_grad():
             try:
-                ref_module = self._reference(payload["reference"])
+                ref_module = self._reference(payload["reference"], payload.get("source"))
                 init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
                 torch.manual_seed(int(payload.get("seed", 42)))
                 ref = ref_module.Model(*init).to(device=self.device,
@@ -126,7 +126,7 @@ class ModelWorker(Worker):
     def kernelbench(self, payload):
         """KernelBench's correctness check, reproduced as faithfully as a CPU allows."""
         torch = _torch()
-        ref_module = self._reference(payload["reference"])
+        ref_module = self._reference(payload["reference"], payload.get("source"))
         dtype = getattr(torch, self.dtype)
         device = self.device
         seed, trials = int(payload.get("seed", 42)), int(payload.get("trials", 5))
@@ -173,9 +173,14 @@ class ModelWorker(Worker):
         result["passed"] = result["passed_trials"] == trials
         return "ok", result
 
-    def _reference(self, path: str):
+    def _reference(self, path: str, source=None):
+        """The problem module: the file, or its source with the sizes scaled (``--scale``)."""
         if self.reference is None:
-            _, self.reference = resolve_kernel(f"{path}:Model")
+            if source is not None:
+                from .kernelbench_scale import exec_source
+                self.reference = exec_source(path, source)
+            else:
+                _, self.reference = resolve_kernel(f"{path}:Model")
         return self.reference
 
 
