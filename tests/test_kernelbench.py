@@ -288,3 +288,16 @@ def test_conditioning_lets_an_honest_norm_pass_on_offset_inputs_and_says_so():
                              classes=["C-PRC-02"], kernelbench=False)
     (h,) = half.run.results
     assert h.verdict.value == "violation" and "the excess is the kernel's" in h.message
+
+
+def test_cli_scale_says_the_check_ran_at_a_reduced_size(run_cli, tmp_path):
+    out_json = tmp_path / "runs.json"
+    code, stdout, stderr = run_cli(
+        "kernelbench", KB / "layernorm" / "problem.py", KB / "layernorm" / "new_honest.py",
+        "--seed", SEED, "--contract", "C-PRC-01", "--scale", "0.5", "--no-kernelbench",
+        "--json", out_json)
+    assert code == 0, stdout + stderr
+    assert "checked at a reduced size (--scale 0.5)" in " ".join((stdout + stderr).split())
+    (run,) = json.loads(out_json.read_text())["runs"]
+    assert run["scale"]["sizes"]["batch_size"] == {"written": 16, "used": 8}
+    assert run["run"]["environment"]["problem_scale"]["reduced"] is True
