@@ -179,3 +179,125 @@ def test_a_problem_may_import_its_neighbours(tmp_path):
     assert "from sizes import" in (tmp_path / "p" / "problem.py").read_text()
     p = load_problem(str(tmp_path / "p" / "problem.py"))
     assert p.module.M == 64
+
+
+def test_a_failure_of_the_checker_on_the_problems_values_is_a_verdict(monkeypatch):
+    """A step of the checker that cannot handle a problem's inputs or outputs gives an error
+    verdict with a code for that class; the other classes still run and the run has JSON."""
+    from kcontract import kernelbench as kb
+
+    def broken(self, args, layout):
+        raise TypeError("torch.bool is not supported by torch.iinfo")
+
+    monkeypatch.setattr(kb.Oracle, "accepts_layout", broken)
+    run = check_kernelbench(str(KB / "masked" / "problem.py"), str(KB / "masked" / "new_honest.py"),
+                            seed=SEED, classes=["C-PRC-01", "C-CMP-03"], kernelbench=False)
+    by = {r.contract: r for r in run.run.results}
+    assert by["C-PRC-01"].verdict.value == "pass"
+    err = by["C-CMP-03"]
+    assert err.verdict.value == "error" and err.signature["code"] == "checker.problem-io"
+    assert "TypeError" in err.message and "no verdict on the candidate" in err.message
+    json.dumps(run.to_json())
+
+
+def test_bool_inputs_survive_every_layout():
+    """The strided layout fills its gaps for bool tensors too (torch.iinfo rejects bool)."""
+    from kcontract.adapters.torch_adapter import TorchAdapter
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    for lay in ("transposed", "strided"):
+        view = TorchAdapter().relayout(mask, lay)
+        assert torch.equal(view, mask) and (lay == "transposed" or not view.is_contiguous())
+
+
+def test_dropout_problem_is_checked_in_eval_mode():
+    run = check_kernelbench(str(KB / "dropout" / "problem.py"),
+                            str(KB / "dropout" / "new_honest.py"), seed=SEED,
+                            classes=["C-PRC-01"], kernelbench=False)
+    assert run.verdict == "conformant", [r.message for r in run.run.results]
+
+
+def test_scale_rewrites_sizes_in_tuples_and_the_sizes_derived_from_them():
+    p = load_problem(str(KB / "layernorm" / "problem.py"), scale=0.5)
+    # the tuple's size is scaled, the value derived from it at import follows; 4 is no size
+    assert p.module.features == (4, 48) and p.module.dim == 48 and p.module.batch_size == 8
+    assert p.scaling.reduced and p.scaling.sizes["features[1]"] == (96, 48)
+    assert "features[1] 96->48" in p.scaling.describe()
+    # the file itself is unchanged, and the unscaled problem has its own sizes
+    assert load_problem(str(KB / "layernorm" / "problem.py")).module.dim == 96
+    with pytest.raises(UsageError, match="--scale"):
+        load_problem(str(KB / "layernorm" / "problem.py"), scale=2.0)
+
+
+def test_max_elements_picks_the_scale_and_the_run_reports_it():
+    from kcontract.kernelbench_scale import largest_input
+    p = load_problem(str(KB / "softmax" / "problem.py"), max_elements=20000)
+    assert 5000 < largest_input(p.module) <= 20000  # 16 x 16384 at full size
+    run = check_kernelbench(str(KB / "softmax" / "problem.py"),
+                            str(KB / "softmax" / "new_honest.py"), seed=SEED,
+                            classes=["C-PRC-01"], problem=p)
+    assert run.verdict == "conformant"
+    data = run.to_json()
+    assert data["scale"]["reduced"] and data["scale"]["max_elements"] == 20000
+    assert data["scale"]["sizes"]["dim"]["used"] < 16384
+    assert "--max-elements 20000" in run.run.results[0].reproduce
+    # KernelBench's own check ran at the same reduced sizes, in the candidate's process
+    assert run.kernelbench["passed"]
+
+
+def test_sizes_are_literals_not_attribute_names():
+    """``self.dim`` in the model is no read of a module constant: the constant ``dim`` is
+    derived here, and the literals that make it are what the sweep rescales."""
+    p = load_problem(str(KB / "layernorm" / "problem.py"))
+    assert p.constants == {"batch_size": 16, "features[1]": 96}
+    labels = [lab for lab, _ in shape_variants(p.constants)]
+    assert "prime:batch_size" in labels and "plus-one:features[1]" in labels
+    with p.sized({"features[1]": 7}):
+        assert p.module.get_inputs()[0].shape == (16, 4, 7) and p.module.dim == 7
+    assert p.module.dim == 96
+
+
+def test_shape_hack_on_sizes_in_a_tuple_is_caught():
+    run = check_kernelbench(str(KB / "layernorm" / "problem.py"),
+                            str(KB / "layernorm" / "new_fixed_shape.py"), seed=SEED,
+                            classes=["C-CMP-03"], kernelbench=False)
+    (r,) = run.run.results
+    assert r.verdict.value == "violation" and r.signature["code"] == "C-CMP-03.shape-specialised"
+
+
+def test_no_buildable_variant_is_inconclusive_not_a_pass():
+    run = check_kernelbench(str(KB / "fixed_shape" / "problem.py"),
+                            str(KB / "fixed_shape" / "new_honest.py"), seed=SEED,
+                            classes=["C-CMP-03"], kernelbench=False)
+    (r,) = run.run.results
+    assert r.verdict.value == "skipped" and r.message.startswith("inconclusive")
+    assert "rejects all" in r.message
+
+
+def test_conditioning_lets_an_honest_norm_pass_on_offset_inputs_and_says_so():
+    """A two-pass fp32 LayerNorm errs far beyond a fixed-factor allowance on offset inputs
+    (the centring cancels); the measured sensitivity of the float64 reference accounts
+    for it, names the input as ill-conditioned, and a bfloat16 computation still fails."""
+    honest = check_kernelbench(str(KB / "layernorm" / "problem.py"),
+                               str(KB / "layernorm" / "new_honest.py"), seed=SEED,
+                               classes=["C-PRC-02"], kernelbench=False)
+    (r,) = honest.run.results
+    assert r.verdict.value == "pass" and "ill-conditioned" in r.message, r.message
+    assert "sens" in r.tolerance
+    half = check_kernelbench(str(KB / "layernorm" / "problem.py"),
+                             str(KB / "layernorm" / "new_half_stats.py"), seed=SEED,
+                             classes=["C-PRC-02"], kernelbench=False)
+    (h,) = half.run.results
+    assert h.verdict.value == "violation" and "the excess is the kernel's" in h.message
+
+
+def test_cli_scale_says_the_check_ran_at_a_reduced_size(run_cli, tmp_path):
+    out_json = tmp_path / "runs.json"
+    code, stdout, stderr = run_cli(
+        "kernelbench", KB / "layernorm" / "problem.py", KB / "layernorm" / "new_honest.py",
+        "--seed", SEED, "--contract", "C-PRC-01", "--scale", "0.5", "--no-kernelbench",
+        "--json", out_json)
+    assert code == 0, stdout + stderr
+    assert "checked at a reduced size (--scale 0.5)" in " ".join((stdout + stderr).split())
+    (run,) = json.loads(out_json.read_text())["runs"]
+    assert run["scale"]["sizes"]["batch_size"] == {"written": 16, "used": 8}
+    assert run["run"]["environment"]["problem_scale"]["reduced"] is True

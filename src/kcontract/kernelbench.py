@@ -19,6 +19,9 @@ classes that apply to any module:
 ``C-EXC-01`` NaN and Inf injected into the inputs appear in the output exactly where
     the float64 reference puts them.
 
+Both models run in eval mode (dropout off).  ``--scale`` / ``--max-elements`` shrink
+the problem's sizes first (:mod:`kcontract.kernelbench_scale`).
+
 The oracle is the reference ``Model`` run in float64 here, with the weights the
 candidate gets (the reference's, rounded to the dtype).  The candidate runs in
 an isolated worker (:mod:`kcontract.kernelbench_worker`) that never holds the
@@ -27,7 +30,12 @@ oracle; every call gets fresh inputs and is checked for tampering (see
 
 Tolerance (derived, never measured off the candidate), per output element i::
 
-    tol_i = max( kappa * (pgamma(n, u_acc) + s * u) * mag_i + ulp(ref_i),  2 * |r_i - ref_i| )
+    tol_i = max( kappa * (pgamma(n, u_acc) + s * u) * mag_i + kappa * s * sens_i + ulp(ref_i),
+                 2 * |r_i - ref_i| )
+
+``sens_i``: the measured sensitivity of the float64 reference, ``|ref(x o (1 + u r)) -
+ref(x)|`` for random signs ``r`` (its conditioning at these inputs: large for a
+normalisation of offset inputs, where the verdict says the inputs are ill-conditioned);
 
 ``n`` (reduction length): the largest number of elements of one input or weight
 that an output element depends on, read off the float64 reference's Jacobian
@@ -70,6 +78,8 @@ from .classes.common import worst
 from .classes.ordering import bits_differ, diff_pattern
 from .errors import UsageError
 from .formats import get_format, ulp
+from .kernelbench_scale import (MIN_SIZE, Scaling, exec_source, factor_for, rewritten, scaled_source,
+                                size_literals)
 
 #: KernelBench's documented allclose tolerances (atol = rtol) per precision
 KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -84,12 +94,12 @@ DOMAIN_FAMILIES = ("offset", "large")
 SWEEP_FAMILIES = ("problem", "normal")
 FRESH_CALLS = 4
 KAPPA = 4.0
+#: a measured sensitivity (in units of u times the output's magnitude) from which the
+#: inputs count as ill-conditioned for the module, and the verdict says so
+ILL_CONDITIONED = 64.0
 #: the fewest rounding stages assumed: one fused op of the reference (softmax, layer
 #: norm, GELU) is several rounded stages in an honest unfused candidate
 MIN_STAGES = 4
-#: constants at least this large are sizes the sweep may rescale (smaller ones are
-#: dims, kernel sizes, strides, heads: left alone)
-MIN_SIZE = 8
 
 def _torch():
     import torch
@@ -104,15 +114,36 @@ class Problem:
     path: str
     name: str
     module: types.ModuleType
-    #: module-level integer constants that ``get_inputs``/``get_init_inputs`` read and
-    #: ``Model`` does not: the sizes a shape sweep may rescale
+    #: the sizes a shape sweep may rescale, label -> value: the size literals of the
+    #: source (``batch_size``, ``input_shape[0]``), or, for a problem whose sizes live in
+    #: another file, the module-level integers ``get_inputs``/``get_init_inputs`` read
     constants: dict
     #: sha256 of the file as it was loaded (once per run, before any candidate ran)
     sha256: str = ""
+    #: the rewritten source when the sizes were scaled (None: the file as it is)
+    source: Optional[str] = None
+    #: how the sizes were scaled (``--scale`` / ``--max-elements``)
+    scaling: Scaling = field(default_factory=Scaling)
+    #: the source the size literals were read from (None: the sizes are module attributes)
+    text: Optional[str] = None
+    _variants: dict = field(default_factory=dict, repr=False)
 
     @contextmanager
     def sized(self, overrides: Mapping[str, int]):
-        """The module's constants temporarily replaced (the functions read them at call time)."""
+        """The problem at other sizes: its source with those size literals replaced and
+        executed again (values derived at import follow), or, for sizes that are plain
+        module attributes, the attributes temporarily replaced."""
+        if overrides and self.text is not None:
+            key = tuple(sorted(overrides.items()))
+            if key not in self._variants:
+                self._variants[key] = exec_source(self.path, rewritten(self.text, dict(overrides)))
+            saved_module = self.module
+            self.module = self._variants[key]
+            try:
+                yield self
+            finally:
+                self.module = saved_module
+            return
         saved = {k: getattr(self.module, k) for k in overrides}
         try:
             for k, v in overrides.items():
@@ -148,20 +179,43 @@ def _exec_file(path: str) -> types.ModuleType:
 
 
 def _names(code) -> set:
-    out = set(code.co_names)
+    """The global names a function reads (not attribute names: ``self.dim`` is no read of
+    a module constant ``dim``)."""
+    import dis
+    out = {ins.argval for ins in dis.get_instructions(code)
+           if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             out |= _names(const)
     return out
 
 
-def load_problem(path: str) -> Problem:
+def load_problem(path: str, scale: float = 1.0, max_elements: Optional[int] = None) -> Problem:
     """Load a reference problem file; raises :class:`UsageError` when it is not one.
     Load it once per run, before any candidate runs, and pass the :class:`Problem` on
-    (``check_kernelbench(problem=...)``): the parent never executes the file again."""
+    (``check_kernelbench(problem=...)``): the parent never executes the file again.
+    ``scale`` / ``max_elements``: its sizes shrunk consistently (see
+    :mod:`kcontract.kernelbench_scale`)."""
     from .check.worker import source_sha256
     digest = source_sha256(path) if os.path.exists(path) else ""
+    if not 0 < float(scale) <= 1.0:
+        raise UsageError(f"--scale must be in (0, 1], not {scale}")
+    if max_elements is not None and int(max_elements) < 1:
+        raise UsageError(f"--max-elements must be positive, not {max_elements}")
     module = _exec_file(path)
+    source, scaling = None, Scaling()
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if scale != 1.0 or max_elements is not None:
+        try:
+            if max_elements is not None:
+                scale = min(float(scale), factor_for(path, text, int(max_elements)))
+            source, sizes = scaled_source(text, float(scale))
+            module = exec_source(path, source)
+        except Exception as exc:
+            raise UsageError(f"{path} does not load at scale {scale:.3g}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        scaling = Scaling(factor=float(scale), max_elements=max_elements, sizes=sizes)
     missing = [a for a in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, a)]
     if missing:
         raise UsageError(f"{path} is not a KernelBench problem: it defines no "
@@ -178,8 +232,12 @@ def load_problem(path: str) -> Problem:
     name = os.path.splitext(os.path.basename(path))[0]
     if name in ("problem", "reference", "ref", "model"):
         name = os.path.basename(os.path.dirname(os.path.abspath(path))) or name
+    literals = {lit.label: lit.value for lit in size_literals(source or text)}
+    if literals:
+        constants = literals
     return Problem(path=os.path.abspath(path), name=name, module=module, constants=constants,
-                   sha256=digest)
+                   sha256=digest, source=source, scaling=scaling,
+                   text=(source or text) if literals else None)
 
 
 def _prev_prime(n: int) -> int:
@@ -203,6 +261,17 @@ def shape_variants(constants: Mapping[str, int]) -> list[tuple[str, dict]]:
         over = {k: fn(v) for k, v in sizes.items()}
         if over != sizes:
             out.append((label, over))
+    # one size group (the sizes of one value) at a time, the others as benchmarked: a
+    # variant the reference accepts even when changing every size at once breaks a
+    # divisibility (group counts and channels) or a size frozen elsewhere
+    groups: dict = {}
+    for k, v in sizes.items():
+        groups.setdefault(v, []).append(k)
+    if len(groups) > 1:
+        for value, names in groups.items():
+            for label, fn in (("prime", lambda v: _prev_prime(max(3, int(round(v * 0.6))))),
+                              ("plus-one", lambda v: v + 1)):
+                out.append((f"{label}:{'+'.join(names)}", {k: fn(value) for k in names}))
     return out
 
 
@@ -279,6 +348,10 @@ class Oracle:
             torch.manual_seed(seed)
             model = problem.module.Model(*self.init)
         self.tdtype = getattr(torch, dtype)
+        if isinstance(model, torch.nn.Module):
+            # inference semantics (dropout off, batch norm on its running statistics): the
+            # candidate's worker puts ModelNew in eval mode too, so no two sides draw masks
+            model = model.eval()
         self.low = model.to(dtype=self.tdtype) if isinstance(model, torch.nn.Module) else model
         self.state = ({k: _to_plain(v) for k, v in self.low.state_dict().items()}
                       if isinstance(self.low, torch.nn.Module) else None)
@@ -293,6 +366,9 @@ class Oracle:
                         p.abs_()
         self.allowance: Optional[Allowance] = None
         self.out_dtype: Optional[str] = None
+        #: the largest measured sensitivity seen, in units of u * magnitude (>> 1: the
+        #: inputs are ill-conditioned for this module)
+        self.condition = 0.0
 
     def reference(self, args: Sequence) -> np.ndarray:
         torch = _torch()
@@ -385,12 +461,51 @@ class Oracle:
             mag = np.maximum(mag, float(np.mean(np.abs(ref[finite]))) if finite.any() else 0.0)
         rel = a.kappa * (float(pgamma(a.n, a.u_acc)) + a.stages * a.u)
         out_fmt = get_format(self.out_dtype) if self.out_dtype in DTYPES + ("float64",) else self.fmt
+        sens = self.sensitivity(args, ref)
         with np.errstate(all="ignore"):
             tol = rel * mag + ulp(np.where(finite, ref, 0.0), out_fmt)
+            if sens is not None:
+                # conditioning: what rounding the inputs once more at the dtype moves the
+                # exact result by, once per rounding stage, with the same kappa
+                tol = tol + a.kappa * a.stages * sens
+                base = np.where(mag > 0, a.u * mag, np.inf)
+                ratio = np.where(finite, sens / base, 0.0)
+                self.condition = max(self.condition, float(np.max(ratio)) if ratio.size else 0.0)
             if low is not None:
                 own = np.abs(np.asarray(low, dtype=np.float64) - ref)
                 tol = np.maximum(tol, np.where(np.isfinite(own), 2.0 * own, 0.0))
         return tol
+
+    def sensitivity(self, args: Sequence, ref: np.ndarray) -> Optional[np.ndarray]:
+        """The measured sensitivity of the float64 reference at these inputs: ``|f(x o (1 +
+        u r)) - f(x)|`` for a random sign pattern ``r``, each float input perturbed by one
+        unit roundoff of the dtype (the error any implementation makes by rounding its
+        inputs, or a first intermediate such as ``x - mean``, once).  The largest of two
+        patterns; None when it cannot be measured."""
+        torch = _torch()
+        rng = np.random.default_rng(zlib_crc(str(np.shape(ref))))
+        worst_d = None
+        for _ in range(2):
+            pert = []
+            for a in args:
+                if _is_float_array(a):
+                    x = np.asarray(a, dtype=np.float64)
+                    pert.append(x * (1.0 + self.fmt.u * rng.choice((-1.0, 1.0), size=x.shape)))
+                else:
+                    pert.append(a)
+            try:
+                with torch.no_grad(), self.problem.sized(self.overrides):
+                    out = self.f64(*[_to_torch(p, torch.float64) for p in pert])
+                got = np.asarray(_out_numpy(out)[0], dtype=np.float64)
+            except Exception:
+                return None
+            if got.shape != np.shape(ref):
+                return None
+            with np.errstate(all="ignore"):
+                d = np.abs(got - ref)
+            d = np.where(np.isfinite(d), d, 0.0)
+            worst_d = d if worst_d is None else np.maximum(worst_d, d)
+        return worst_d
 
 
 def _abs(x):
@@ -523,6 +638,8 @@ class KernelBenchRun:
     kernelbench: dict = field(default_factory=dict)
     variants: list = field(default_factory=list)
     allowance: dict = field(default_factory=dict)
+    #: the sizes the check ran at (reduced by ``--scale`` / ``--max-elements``, or not)
+    scaling: Scaling = field(default_factory=Scaling)
 
     @property
     def verdict(self) -> str:
@@ -550,6 +667,7 @@ class KernelBenchRun:
                 "device": self.device, "seed": self.seed, "verdict": self.verdict,
                 "failing": self.failing, "kernelbench": jsonable(self.kernelbench),
                 "variants": jsonable(self.variants), "allowance": jsonable(self.allowance),
+                "scale": jsonable(self.scaling.as_dict()),
                 "run": self.run.to_json()}
 
 
@@ -706,7 +824,8 @@ class ModuleCheck:
     def tolerance_text(self, cls: str) -> str:
         a = self.oracles.get("basic")
         al = a.allowance if a is not None else None
-        text = "max(kappa*(pgamma(n, u_acc) + s*u)*mag + ulp(ref), 2*|reference at dtype - ref|)"
+        text = ("max(kappa*(pgamma(n, u_acc) + s*u)*mag + kappa*s*sens + ulp(ref), "
+                "2*|reference at dtype - ref|), sens = |ref(x o (1 +- u)) - ref(x)| measured")
         if al is not None:
             text += (f" with n={al.n} ({al.method}), s={al.stages}, u={al.u:.3g}, "
                      f"u_acc={al.u_acc:.3g}, kappa={al.kappa:g}")
@@ -745,6 +864,8 @@ class ModuleCheck:
         t0 = time.perf_counter()
         before = self.cases
         self.tol_range = [np.inf, -np.inf]
+        for orc in self.oracles.values():
+            orc.condition = 0.0
         fn = {"C-PRC-01": self.precision, "C-PRC-02": self.domain, "C-ORD-02": self.determinism,
               "C-EXC-01": self.exceptional, "C-CMP-03": self.polymorphism}[cls]
         try:
@@ -757,7 +878,29 @@ class ModuleCheck:
                                  message=fail.message, violation=v, signature={"code": fail.code},
                                  seconds=time.perf_counter() - t0,
                                  reproduce=f"{self.reproduce} --contract {cls}")
+        except UsageError:
+            raise  # the reference itself does not run at its own sizes: not a verdict
+        except Exception as exc:  # noqa: BLE001 - the checker's own handling of the problem
+            res = self.checker_error(cls, exc, t0)
         return replace(res, cases=self.cases - before)
+
+    def checker_error(self, cls: str, exc: BaseException, t0: float) -> ContractResult:
+        """A failure of the checker while it handled the problem's inputs or outputs (an
+        input dtype a step does not support, memory exhausted by the oracle): an error
+        verdict with a code, so the run and its JSON survive and the other classes run."""
+        code = "checker.memory" if isinstance(exc, MemoryError) else "checker.problem-io"
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+                where = f" (in {tb.tb_frame.f_code.co_name})"
+            tb = tb.tb_next
+        message = (f"the checker could not handle this problem's inputs or outputs{where}: "
+                   f"{type(exc).__name__}: {str(exc)[:300]}; this is no verdict on the candidate")
+        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
+                              message=message, signature={"code": code},
+                              seconds=time.perf_counter() - t0,
+                              reproduce=f"{self.reproduce} --contract {cls}")
 
     def _sweep(self, label, over, families, trials=1, salt: str = ""):
         comps, skipped = [], 0
@@ -777,15 +920,20 @@ class ModuleCheck:
             return self.result(cls, Status.SKIPPED, f"no case inside the problem's domain "
                                f"({skipped} skipped)", t0=t0)
         bad = [c for c in comps if not c.passed]
+        cond = max((o.condition for o in self.oracles.values()), default=0.0)
+        ill = (f"; the inputs are ill-conditioned for this module (measured sensitivity of the "
+               f"float64 reference {cond:.3g} u relative to the output's magnitude), which the "
+               f"allowance includes" if cond >= ILL_CONDITIONED else "")
         if not bad:
             note = f" ({skipped} outside the problem's domain skipped)" if skipped else ""
-            return self.result(cls, Status.PASS, f"{len(comps)} cases conform{note}", t0=t0,
-                               details={"cases": rows})
+            return self.result(cls, Status.PASS, f"{len(comps)} cases conform{note}{ill}", t0=t0,
+                               details={"cases": rows, "condition": cond})
         worst_cmp = worst(bad)
         fams = sorted({c.case.family for c in bad})
         return self.result(cls, Status.VIOLATION,
                            f"{headline} ({len(bad)} of {len(comps)} cases fail; families: "
-                           f"{', '.join(fams)})", cmp=worst_cmp, code=code,
+                           f"{', '.join(fams)}{ill + ', so the excess is the kernel' + chr(39) + 's' if ill else ''})",
+                           cmp=worst_cmp, code=code,
                            quantities={"failing_families": fams, "failing_cases": len(bad),
                                        "uninitialised": _nan_where_finite(worst_cmp)},
                            details={"cases": rows}, t0=t0)
@@ -977,6 +1125,16 @@ class ModuleCheck:
         used = [v["label"] for v in self.variants if v["used"]]
         orders = "both run orders" if order is not None and order[1] is not None else \
             "the candidate-first order only"
+        if used == ["basic"] or not used:
+            rejected = [v for v in self.variants if not v["used"]]
+            why = (f"the reference rejects all {len(rejected)} rescaled shapes tried "
+                   f"({rejected[0]['why']})" if rejected else
+                   "the problem has no size literal to rescale")
+            return self.result(cls, Status.SKIPPED,
+                               f"inconclusive: shape polymorphism not checked, {why}; "
+                               f"{len(comps_all)} cases at the benchmarked shape conform "
+                               f"({len(fresh)} fresh calls, {orders})", t0=t0,
+                               details={"variants": self.variants})
         return self.result(cls, Status.PASS,
                            f"{len(comps_all)} cases conform: {len(fresh)} fresh calls, shapes "
                            f"{', '.join(used)}, {orders}", t0=t0,
@@ -1015,6 +1173,7 @@ class ModuleCheck:
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
         res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
+                                                  "source": self.problem.source,
                                                   "init_inputs": [_to_plain(v) for v in orc.init],
                                                   "seed": self.build_seed, "poison": False})
         if res_b.status == "raised" and res_b.error_type == "ReferenceUnavailable":
@@ -1078,7 +1237,8 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                       declare: Optional[Mapping[str, object]] = None, seed: Optional[int] = None,
                       timeout: float = 60.0, kernelbench: bool = True,
                       progress: Optional[Callable[[], None]] = None,
-                      problem: Optional[Problem] = None) -> KernelBenchRun:
+                      problem: Optional[Problem] = None, scale: float = 1.0,
+                      max_elements: Optional[int] = None) -> KernelBenchRun:
     """Check the candidate file's ``ModelNew`` against the reference file's ``Model``
     (``problem``: the reference already loaded by :func:`load_problem`).
 
@@ -1102,7 +1262,8 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     except ImportError as exc:  # pragma: no cover - torch is required here
         raise UsageError("kcontract kernelbench needs torch: pip install 'kcontract[torch]'") from exc
     seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
-    problem = problem if problem is not None else load_problem(reference)
+    problem = problem if problem is not None else load_problem(reference, scale, max_elements)
+    sc = problem.scaling
     fmt = get_format(dtype)
     declared = dict(declare or {})
     if "deterministic" not in declared and device not in ("cpu", ""):
@@ -1110,16 +1271,20 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     claims = make_claims(fmt, declared)
     repro = (f"kcontract kernelbench {os.path.relpath(reference)} {os.path.relpath(candidate)} "
              f"--dtype {dtype} --seed {seed}" + ("" if device == "cpu" else f" --device {device}")
-             + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items()))
+             + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items())
+             + (f" --max-elements {sc.max_elements}" if sc.max_elements else "")
+             + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else ""))
     from .adapters import get_adapter
     env = get_adapter("torch").environment(device)
     env["kcontract"] = __version__
     env["problem_sha256"] = problem.sha256
+    env["problem_scale"] = sc.as_dict()  # the sizes actually used
     run = RunResult(kernel=os.path.abspath(candidate), op=f"kernelbench:{problem.name}",
                     dtype=dtype, framework="torch", device=device, claims=claims.as_dict(),
                     environment=env, suite_version=__version__)
     out = KernelBenchRun(reference=os.path.abspath(reference), candidate=os.path.abspath(candidate),
-                         problem=problem.name, dtype=dtype, device=device, seed=seed, run=run)
+                         problem=problem.name, dtype=dtype, device=device, seed=seed, run=run,
+                         scaling=sc)
     handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout)
     try:
         try:
@@ -1155,7 +1320,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             if basic is not None and basic.allowance is not None:
                 out.allowance = basic.allowance.as_dict()
             if kernelbench:
-                out.kernelbench = kernelbench_verdict(handle, reference, dtype)
+                out.kernelbench = kernelbench_verdict(handle, reference, dtype, problem.source)
             run.modules = handle.modules()
     finally:
         if handle is not None:
@@ -1168,10 +1333,12 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     return out
 
 
-def kernelbench_verdict(handle: ModelProcess, reference: str, dtype: str) -> dict:
+def kernelbench_verdict(handle: ModelProcess, reference: str, dtype: str,
+                        source: Optional[str] = None) -> dict:
     """What KernelBench's own check says (run in the candidate's process, as it does)."""
     tol = KERNELBENCH_TOLERANCE[dtype]
     status, reply = handle.raw("kernelbench", {"reference": os.path.abspath(reference),
+                                               "source": source,
                                                "seed": KERNELBENCH_SEED,
                                                "trials": KERNELBENCH_TRIALS,
                                                "atol": tol, "rtol": tol})

@@ -8,7 +8,8 @@ for the transport and the integrity checks it shares).  Verbs:
     fills uninitialised memory on the CPU, an audit hook watches for frame reads.
 ``build``
     ``torch.manual_seed(seed); ModelNew(*init_inputs)``, then the reference's
-    weights (already rounded to the dtype) when names and shapes match, ``.to(dtype)``.
+    weights (already rounded to the dtype) when names and shapes match, ``.to(dtype)``,
+    ``.eval()`` (the reference is checked in eval mode too: dropout off on both sides).
 ``call``
     one forward pass under ``torch.no_grad()`` on fresh copies of the inputs,
     with the same integrity flags as the kernel worker.
@@ -77,7 +78,7 @@ class ModelWorker(Worker):
                 model.load_state_dict({k: ad.to_native(v, "cpu") for k, v in state.items()})
                 loaded = True
         if isinstance(model, torch.nn.Module):
-            model = model.to(device=self.device, dtype=getattr(torch, self.dtype))
+            model = model.to(device=self.device, dtype=getattr(torch, self.dtype)).eval()
         self.fn = model
         # what building the model did to process state is the candidate's doing too
         self.build_info = {"weights": "reference" if loaded else "seeded",
@@ -110,11 +111,11 @@ class ModelWorker(Worker):
         natives = [_native_value(ad, a, self.device) for a in arrays]
         with torch.no_grad():
             try:
-                ref_module = self._reference(payload["reference"])
+                ref_module = self._reference(payload["reference"], payload.get("source"))
                 init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
                 torch.manual_seed(int(payload.get("seed", 42)))
                 ref = ref_module.Model(*init).to(device=self.device,
-                                                 dtype=getattr(torch, self.dtype))
+                                                 dtype=getattr(torch, self.dtype)).eval()
                 ref_out = ref(*natives)
             except Exception as exc:
                 raise ReferenceUnavailable(f"{type(exc).__name__}: {exc}") from exc
@@ -125,7 +126,7 @@ class ModelWorker(Worker):
     def kernelbench(self, payload):
         """KernelBench's correctness check, reproduced as faithfully as a CPU allows."""
         torch = _torch()
-        ref_module = self._reference(payload["reference"])
+        ref_module = self._reference(payload["reference"], payload.get("source"))
         dtype = getattr(torch, self.dtype)
         device = self.device
         seed, trials = int(payload.get("seed", 42)), int(payload.get("trials", 5))
@@ -172,9 +173,14 @@ class ModelWorker(Worker):
         result["passed"] = result["passed_trials"] == trials
         return "ok", result
 
-    def _reference(self, path: str):
+    def _reference(self, path: str, source=None):
+        """The problem module: the file, or its source with the sizes scaled (``--scale``)."""
         if self.reference is None:
-            _, self.reference = resolve_kernel(f"{path}:Model")
+            if source is not None:
+                from .kernelbench_scale import exec_source
+                self.reference = exec_source(path, source)
+            else:
+                _, self.reference = resolve_kernel(f"{path}:Model")
         return self.reference
 
 

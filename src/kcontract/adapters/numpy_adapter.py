@@ -22,7 +22,8 @@ class NumpyAdapter(Adapter):
             return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2) if x.ndim >= 2 else x
         if layout == "strided":
             buf = np.empty(x.shape[:-1] + (2 * x.shape[-1],), dtype=x.dtype)
-            buf.fill(np.iinfo(x.dtype).max if x.dtype.kind in "iu" else np.nan)
+            buf.fill(np.iinfo(x.dtype).max if x.dtype.kind in "iu"
+                     else True if x.dtype.kind == "b" else np.nan)
             view = buf[..., ::2]
             view[...] = x
             return view

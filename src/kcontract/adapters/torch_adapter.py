@@ -48,8 +48,12 @@ class TorchAdapter(Adapter):
         if layout == "transposed":
             return x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x
         if layout == "strided":
-            fill = (torch.iinfo(x.dtype).max if not (x.dtype.is_floating_point or x.dtype.is_complex)
-                    else float("nan"))
+            if x.dtype == torch.bool:
+                fill = True  # the gaps hold a value a reader of them would notice
+            elif x.dtype.is_floating_point or x.dtype.is_complex:
+                fill = float("nan")
+            else:
+                fill = torch.iinfo(x.dtype).max
             buf = torch.full(tuple(x.shape[:-1]) + (2 * x.shape[-1],), fill, dtype=x.dtype,
                              device=x.device)
             view = buf[..., ::2]

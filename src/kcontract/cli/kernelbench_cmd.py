@@ -89,11 +89,16 @@ def summary_line(runs: Sequence) -> str:
               help="fix the seed (default: a secret one drawn per run, printed afterwards)")
 @click.option("--timeout", default=60.0, type=float, help="seconds allowed per call")
 @click.option("--no-kernelbench", "skip_kb", is_flag=True, help="do not run KernelBench's own check")
+@click.option("--scale", default=1.0, type=float,
+              help="shrink every size of the problem by this factor (0 < F <= 1), "
+                   "consistently: tuples and sizes derived at import follow")
+@click.option("--max-elements", type=int, default=None,
+              help="shrink the sizes until no input or weight holds more elements than this")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the runs as JSON")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="write the comparison table")
 @click.option("-v", "--verbose", is_flag=True, help="every candidate's full verdict table")
 def kernelbench_command(reference, candidates, dtype, device, classes, declare, seed, timeout,
-                        skip_kb, json_path, markdown, verbose):
+                        skip_kb, scale, max_elements, json_path, markdown, verbose):
     """Check KernelBench candidates (files defining ModelNew) against REFERENCE (a
     problem file: Model, get_inputs, get_init_inputs), and show beside each what
     KernelBench's own check says.
@@ -102,7 +107,9 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
     """
     from ..kernelbench import check_kernelbench, load_problem
     declared = parse_declarations(declare)
-    problem = load_problem(reference)  # once, before any candidate runs
+    problem = load_problem(reference, scale, max_elements)  # once, before any candidate runs
+    if problem.scaling.reduced:
+        Console(stderr=True).print(f"{problem.name}: {problem.scaling.describe()}")
     console = Console()
     err = Console(stderr=True)
     runs = []
@@ -120,6 +127,8 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
                 console.print(f"KernelBench's check: {'pass' if kb.get('passed') else 'fail'}"
                               f" ({kb.get('passed_trials', 0)}/{kb.get('trials', 0)} trials"
                               f"{'; ' + kb['message'] if kb.get('message') else ''})")
+            if run.scaling.reduced:
+                console.print(run.scaling.describe())
             console.print(f"seed {run.seed} (rerun with --seed {run.seed})")
             console.print()
     if not skip_kb:
