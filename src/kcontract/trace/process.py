@@ -23,10 +23,16 @@ class TraceProcess(KernelProcess):
 
     def __init__(self, kernel: str, *, framework: str = "torch", device: str = "cpu",
                  prelude: Optional[str] = None, timeout: float = 600.0,
-                 guard_memory: bool = True):
-        super().__init__(kernel, framework=framework, device=device, timeout=timeout)
+                 guard_memory: bool = True, **kw):
+        super().__init__(kernel, framework=framework, device=device, timeout=timeout, **kw)
         self.prelude = os.path.abspath(prelude) if prelude else None
         self.guard_memory = guard_memory
+
+    def sibling(self) -> "TraceProcess":
+        """The second worker (C-ORD-02 across processes) on the same stack: the same prelude."""
+        sib = super().sibling()
+        sib.prelude, sib.guard_memory = self.prelude, self.guard_memory
+        return sib
 
     def load_payload(self) -> dict:
         d = super().load_payload()
