@@ -559,17 +559,28 @@ class KernelProcess:
         else:
             return None
         t_end = time.monotonic() + DECOY_SECONDS
-        for _ in range(count):
+        last = None
+        for i in range(count):
             fake = [_shuffled(a) for a in args]
             res = self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
                                         "layout": layout}, timeout)
             if any(f.startswith(TAMPERING) for f in res.flags):
                 return res
-            if res.ok and isinstance(res.out, np.ndarray) and len(self.decoy_digests) < 65536:
-                self.decoy_digests.add(output_digest(res.out))
+            if res.ok and isinstance(res.out, np.ndarray):
+                # a kernel that caches returns its first output at these shapes, one that
+                # reuses memory its last: hashing those two keeps the burst's cost one call's
+                if i == 0:
+                    self._remember_decoy(res.out)
+                last = res.out
             if not res.ok or self.proc is None or time.monotonic() > t_end:
                 break  # a failing decoy: the real call shows the failure itself
+        if last is not None and count > 1:
+            self._remember_decoy(last)
         return None
+
+    def _remember_decoy(self, out: np.ndarray) -> None:
+        if len(self.decoy_digests) < 65536:
+            self.decoy_digests.add(output_digest(out))
 
     def request(self, verb: str, payload: dict, timeout: Optional[float] = None) -> CallResult:
         """One request to the worker (restarted first if it died), its reply as data."""
