@@ -135,12 +135,10 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
         if own_handle:
             handle.close()
     if hints and own_handle and hasattr(handle, "calls"):
-        from ..diagnosis import diagnose
         from ..diagnosis.hints import find_hints
-        found = find_hints(run, handle.calls, kernel=kernel, op=op, dtype=fmt.name,
-                           framework=framework, device=device, declared=declared, seed=seed,
-                           contracts=contracts)
-        run.diagnosis = diagnose(run, found)
+        run.hints = tuple(find_hints(run, handle.calls, kernel=kernel, op=op, dtype=fmt.name,
+                                     framework=framework, device=device, declared=declared,
+                                     seed=seed, contracts=contracts))
     run.seconds = time.perf_counter() - t_start
     run.timings["total"] = run.seconds
     return run

@@ -156,8 +156,9 @@ class RunResult:
     #: the files of the modules the kernel's worker loaded from outside the Python
     #: installation, each with its sha256 as read by the checker: [{path, sha256}]
     modules: list = field(default_factory=list)
-    #: the primary causes and what they explain (kcontract.diagnosis); derived when unset
-    diagnosis: Any = None
+    #: claims that, declared, would make the kernel conform, re-judged on the recorded calls
+    #: (kcontract.diagnosis.hints; found only with ``check(hints=True)``)
+    hints: tuple = ()
 
     @property
     def verdict(self) -> str:
@@ -196,8 +197,7 @@ class RunResult:
     def diagnosed(self):
         """The run's diagnosis (primary causes, explained violations, hints)."""
         from ..diagnosis import diagnose
-        hints = self.diagnosis.hints if self.diagnosis is not None else ()
-        return diagnose(self, hints)
+        return diagnose(self, self.hints)
 
 
 def jsonable(obj: Any) -> Any:
