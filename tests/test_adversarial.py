@@ -139,7 +139,7 @@ def assert_checker_intact(canary: Path) -> None:
 def canary(tmp_path, monkeypatch):
     """A folder attacks try to write into (as they would into a run's JSON or report);
     the signing key made to exist, so an attack that reads it would find one."""
-    from kcontract.signing import signer
+    from kcontract.records.signing import signer
     signer()
     d = tmp_path / "canary"
     d.mkdir()

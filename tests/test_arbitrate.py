@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kcontract.arbitrate import (Recording, RecordedCall, ReplayError, ReplayHandle, arbitrate,
+from kcontract.records.arbitrate import (Recording, RecordedCall, ReplayError, ReplayHandle, arbitrate,
                                  call_key, record, replay)
 from kcontract.check.sandbox import CallResult
 from kcontract.errors import UsageError
@@ -186,7 +186,7 @@ def test_sides_with_different_claims_are_noted_and_each_judged_by_its_own(tmp_pa
 
 
 def test_arbitration_compares_primary_causes():
-    from kcontract.arbitrate import compare_causes
+    from kcontract.records.arbitrate import compare_causes
     from kcontract.check.verdict import ContractResult, RunResult, Status, Violation, Case
     case = Case(shape={"M": 1}, dtype="float32", seed=0, family="normal")
 

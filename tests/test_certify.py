@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kcontract.certify import (LEVELS, achieved_level, certify, content_hash, level_classes,
+from kcontract.records.certify import (LEVELS, achieved_level, certify, content_hash, level_classes,
                                seal, verify_certificate)
 from kcontract.errors import UsageError
 
@@ -151,7 +151,7 @@ def test_usage_errors(run_cli, tmp_path):
 
 
 def test_a_kernel_with_nothing_checked_is_not_certified(tmp_path):
-    from kcontract.certify import certify
+    from kcontract.records.certify import certify
     # no cast contract of the level applies to a float64 target: every one is skipped
     cert = certify(f"{CORRECT}:cast", op="cast", dtype="float64", level=1)
     assert cert["verdicts"] and all(v["verdict"] == "skipped" for v in cert["verdicts"])
@@ -226,8 +226,8 @@ def test_certificates_are_signed_and_a_reseal_is_rejected(certified, tmp_path):
     sig = next(c for c in ver.checks if c.name == "signature")
     assert sig.ok is False and "does not match" in sig.message and not ver.ok
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from kcontract.certify import canonical_bytes
-    from kcontract.signing import Signer
+    from kcontract.records.certify import canonical_bytes
+    from kcontract.records.signing import Signer
     other = Signer(Ed25519PrivateKey.generate())
     cert["signature"] = other.sign(canonical_bytes(cert))
     p.write_text(json.dumps(cert))
@@ -284,7 +284,7 @@ def test_verify_never_imports_the_kernels_package(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("import os\nos.environ['KCONTRACT_VERIFY_PWNED'] = '1'\n")
     (pkg / "kern.py").write_text("def matmul(a, b):\n    return a @ b\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    from kcontract.certify import kernel_source
+    from kcontract.records.certify import kernel_source
     found = kernel_source("evilpkg.kern:matmul")
     assert found == str(pkg / "kern.py")
     import os

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kcontract.check.runner import check
-from kcontract.claims import CLAIMS
+from kcontract.language.claims import CLAIMS
 from kcontract.diagnosis.claims import CLAIM_READERS
 from kcontract.suite import load_suite
 

@@ -4,7 +4,7 @@ import re
 
 from rich.console import Console
 
-from kcontract.demo import CASE_STUDIES, DISPUTES, run_demo
+from kcontract.cli.demo import CASE_STUDIES, DISPUTES, run_demo
 
 
 def test_demo_diagnoses_every_case_study_and_dispute(tmp_path):

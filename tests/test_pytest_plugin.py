@@ -38,8 +38,8 @@ def _run(pytester, *args):
 def test_plugin_is_registered_and_imports_nothing_heavy():
     from importlib.metadata import entry_points
     eps = [ep for ep in entry_points(group="pytest11") if ep.name == "kcontract"]
-    assert eps and eps[0].value == "kcontract.pytest_plugin"
-    code = ("import sys, kcontract.pytest_plugin; "
+    assert eps and eps[0].value == "kcontract.integrations.pytest_plugin"
+    code = ("import sys, kcontract.integrations.pytest_plugin; "
             "print(sorted(m for m in ('numpy', 'torch', 'rich', 'click', 'lark', 'yaml', "
             "'kcontract.check', 'kcontract.suite') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -161,7 +161,7 @@ def test_usage_error_without_op(pytester):
 
 
 def test_resolution_of_kernels():
-    from kcontract import pytest_plugin as pp
+    from kcontract.integrations import pytest_plugin as pp
     from kcontract.check import worker
     t = pp.resolve(worker.resolve_kernel)
     assert t.spec == "kcontract.check.worker:resolve_kernel" and t.fn is None

@@ -9,7 +9,7 @@ import pytest
 from kcontract.check.runner import check, resolve
 from kcontract.check.verdict import Diagnosis
 from kcontract.classes.oracles import ORACLE_REFERENCES
-from kcontract.claims import make_claims
+from kcontract.language.claims import make_claims
 from kcontract.errors import ContractError
 from kcontract.formats import get_format
 from kcontract.language import load_contract_text, registry

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kcontract import store
-from kcontract.store import StoreError, history, load_run, record_run
+from kcontract.records import store
+from kcontract.records.store import StoreError, history, load_run, record_run
 
 
 def make_run(kernel="k.py:mm", op="matmul", verdicts=("pass", "pass"), khash="a" * 64,
@@ -133,7 +133,7 @@ def test_check_warns_but_passes_when_the_store_is_unwritable(run_cli, tmp_path):
 
 WRITER = """
 import os, sys, time
-from kcontract.store import record_run
+from kcontract.records.store import record_run
 sys.path.insert(0, {tests!r})
 from test_store import make_run
 db, go, who, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -188,7 +188,7 @@ def test_stored_runs_are_signed_and_a_rewrite_is_detected(tmp_path):
     import sqlite3
     import zlib
 
-    from kcontract.store import load_run, record_run, verify_run
+    from kcontract.records.store import load_run, record_run, verify_run
     db = tmp_path / "r.db"
     run = {"schema": "kcontract.run/1", "kernel": "k.py:f", "op": "matmul", "dtype": "float32",
            "results": [{"contract": "C-PRC-01", "id": "x", "verdict": "violation"}]}

@@ -90,7 +90,7 @@ def test_the_matrix_has_every_cell_with_verdicts_per_class(numpy_matrix):
 
 
 def test_every_checked_cell_is_in_the_store(numpy_matrix):
-    from kcontract.store import history, load_run
+    from kcontract.records.store import history, load_run
     m, store = numpy_matrix
     checked = [c for c in m.cells.values() if c.status == CHECKED]
     runs = history(str(store))

@@ -18,7 +18,7 @@ DTYPES = ["float32"]
 
 
 def test_workers_give_the_serial_matrix_and_every_run_reaches_the_store(tmp_path):
-    from kcontract.store import history
+    from kcontract.records.store import history
     serial = survey("numpy", ops=OPS, dtypes=DTYPES, executor=Serial(), record_runs=False)
     store = tmp_path / "results.db"
     par = survey("numpy", ops=OPS, dtypes=DTYPES, executor=Processes(2), store=str(store))

@@ -57,7 +57,7 @@ def serial():
 
 
 def test_ray_gives_the_serial_matrix_and_the_driver_records_every_run(cluster, serial, tmp_path):
-    from kcontract.store import history
+    from kcontract.records.store import history
     store = tmp_path / "results.db"
     m = survey("numpy", ops=OPS, dtypes=DTYPES, executor=Ray(), store=str(store))
     assert m.outcome() == serial.outcome()

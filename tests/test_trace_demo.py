@@ -114,7 +114,7 @@ def test_the_comparison_report_renders_in_headless_chromium(compared):
 
 def test_the_demo_expectations_hold_and_fail_when_they_should(compared, traces):
     from kcontract.trace.compare import compare_traces
-    from kcontract.trace.demo import expectations
+    from kcontract.cli.demo_tiny_lm import expectations
     _, data, _ = compared
     same = compare_traces(str(traces["ref"]), str(traces["again"])).to_json()
     assert expectations(data, same) == []

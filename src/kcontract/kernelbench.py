@@ -73,7 +73,7 @@ from .check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_f
 from .check.sandbox import CallResult, KernelLoadError, KernelProcess
 from .check.seeds import derive_seed
 from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
-from .claims import make_claims
+from .language.claims import make_claims
 from .classes.common import worst
 from .classes.ordering import bits_differ, diff_pattern
 from .errors import UsageError

@@ -10,7 +10,7 @@ REQUIRES_SANDBOX = True
 
 
 def _attack():
-    from kcontract.signing import key_path
+    from kcontract.records.signing import key_path
     try:
         with open(key_path(), "rb") as fh:
             return len(fh.read()) > 0

@@ -80,7 +80,7 @@ def test_diagnosis_reads_a_saved_run_without_one():
 
 
 def test_case_studies_show_one_primary_cause_each():
-    from kcontract.demo import CASE_STUDIES, examples_dir, run_case
+    from kcontract.cli.demo import CASE_STUDIES, examples_dir, run_case
     base = examples_dir()
     for cs in CASE_STUDIES:
         if cs.expect != "violation":

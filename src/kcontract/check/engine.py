@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from ..claims import Claims
+from ..language.claims import Claims
 from ..errors import ContractError
 from ..diagnosis import claims as declared_claims
 from ..formats import Format

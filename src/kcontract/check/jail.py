@@ -152,5 +152,5 @@ def detect(requested: Optional[str] = None) -> Sandbox:
 
 def hidden_folders() -> tuple:
     """Folders a sandboxed worker must not see: where the signing key lives."""
-    from ..signing import key_folder
+    from ..records.signing import key_folder
     return (key_folder(),)

@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from .. import __version__
 from ..adapters import FRAMEWORKS, get_adapter
-from ..claims import make_claims
+from ..language.claims import make_claims
 from ..errors import ContractError, UsageError, did_you_mean
 from ..formats import KERNEL_DTYPES, get_format
 from ..language.contract import Contract
@@ -101,7 +101,7 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
             handle = handle_cls(kernel, framework=framework, device=device, timeout=timeout,
                                 **extra)
             if hints:
-                from ..arbitrate import RecordingHandle
+                from ..records.arbitrate import RecordingHandle
                 handle = RecordingHandle(handle)
             info = handle.start()
         else:

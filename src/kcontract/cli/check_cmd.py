@@ -8,8 +8,9 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import report as _report, store as _store  # noqa: F401 - imported before any kernel runs
-from ..claims import parse_declarations
+from .. import report as _report  # noqa: F401 - imported before any kernel runs
+from ..records import store as _store  # noqa: F401 - likewise
+from ..language.claims import parse_declarations
 from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import write_json
@@ -54,7 +55,7 @@ def emit_outputs(run, *, json_path=None, html=None, junit=None, markdown=None, s
         from ..report import write_reports
         write_reports(data, html=html, junit=junit, markdown=markdown)
     if not no_store:
-        from ..store import StoreError, record_run
+        from ..records.store import StoreError, record_run
         try:
             record_run(data, store)
         except StoreError as exc:

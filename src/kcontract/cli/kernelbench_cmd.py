@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..claims import parse_declarations
+from ..language.claims import parse_declarations
 from ..errors import UsageError
 from ..files import write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main

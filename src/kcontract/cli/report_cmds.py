@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..claims import parse_declarations
+from ..language.claims import parse_declarations
 from ..adapters import FRAMEWORKS
 from ..errors import UsageError
 from ..files import load_json, write_json, write_text
@@ -45,7 +45,7 @@ def report_command(run_json, html, junit, markdown, run_id, store):
     option, writes the HTML beside the JSON (RUN.html)."""
     from ..report import write_reports
     if run_id is not None:
-        from ..store import StoreError, load_run
+        from ..records.store import StoreError, load_run
         try:
             run = load_run(run_id, store)
         except StoreError as exc:
@@ -78,7 +78,7 @@ def report_command(run_json, html, junit, markdown, run_id, store):
 @click.option("--json", "as_json", is_flag=True, help="print the runs as JSON")
 def history_command(kernel, op, store, changes, limit, as_json):
     """List recorded runs, oldest first, and show when a kernel's verdict changed."""
-    from ..store import StoreError, history, resolve
+    from ..records.store import StoreError, history, resolve
     try:
         entries = history(store, kernel=kernel, op=op)
     except StoreError as exc:
@@ -153,7 +153,7 @@ def certify_command(kernel, op, dtype, level, framework, device, declare, seed, 
     naming the suite version, the environment, the kernel's source hash, the claims
     and every verdict.  Exit 0 when certified at the level, 1 otherwise (the
     certificate is written either way and says so)."""
-    from ..certify import certify, write_certificate
+    from ..records.certify import certify, write_certificate
     declared = parse_declarations(declare)
     cert = certify(kernel, op=op, dtype=dtype, level=level, framework=framework, device=device,
                    declare=declared, seed=seed, timeout=timeout,
@@ -197,7 +197,7 @@ def verify_certificate_command(cert, rerun, kernel, same_seed, trust_key, timeou
     """Check a certificate: its content hash, the kernel's source hash when the kernel
     file is reachable, and with --rerun its verdicts on this machine.  Exit 0 when it
     holds, 1 when it is rejected."""
-    from ..certify import verify_certificate
+    from ..records.certify import verify_certificate
     ver = verify_certificate(cert, rerun=rerun, kernel=kernel, timeout=timeout,
                              same_seed=same_seed, trust=trust_key)
     con = _console()
@@ -236,7 +236,7 @@ def record_command(kernel, op, dtype, framework, device, classes, declare, seed,
     raw output (compressed) and the environment in a recording that `kcontract
     arbitrate` can judge anywhere, without the kernel or its accelerator.  Exit 0
     when the recording is written (whatever the verdicts)."""
-    from ..arbitrate import record
+    from ..records.arbitrate import record
     declared = parse_declarations(declare)
     rec = record(kernel, op=op, dtype=dtype, framework=framework, device=device,
                  classes=list(classes) or None, declare=declared, seed=seed, timeout=timeout)
@@ -268,7 +268,7 @@ def arbitrate_command(a, b, json_path, html, labels):
     disagreement, which side violates which contract, or -- when both conform and
     still differ -- their distance against the bound that allows it.  Exit 0 when
     neither side violates a contract, 1 when one does."""
-    from ..arbitrate import arbitrate
+    from ..records.arbitrate import arbitrate
     labels = tuple(labels) if labels else ("A", "B")
     if len(labels) != 2:
         raise UsageError("give --label twice (one per side) or not at all")

@@ -180,6 +180,6 @@ def write_calibration(cals, json_path=None, html=None):
 @click.option("--skip-calibration", is_flag=True, help="only the case studies")
 def demo_command(out, skip_calibration):
     """The three case studies and the calibration of the suite, with a summary."""
-    from ..demo import run_demo
+    from .demo import run_demo
     ok = run_demo(out, calibration=not skip_calibration, console=Console())
     sys.exit(EXIT_OK if ok else EXIT_FAIL)

@@ -6,7 +6,7 @@ import sys
 import click
 from rich.console import Console
 
-from ..claims import parse_declarations
+from ..language.claims import parse_declarations
 from ..errors import UsageError
 from ..files import load_json, write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main

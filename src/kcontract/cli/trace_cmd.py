@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..claims import parse_declarations
+from ..language.claims import parse_declarations
 from ..files import write_json, write_text
 from . import EXIT_FAIL, EXIT_OK, main
 

@@ -53,7 +53,7 @@ def find_hints(run, calls: Iterable, *, kernel: str, op: str, dtype: str, framew
                device: str, declared: Mapping[str, Any], seed: int, contracts=None,
                diag: Optional[Diagnosis] = None) -> list[Hint]:
     """Re-judge the recorded ``calls`` of ``run`` under each candidate claim."""
-    from ..arbitrate import Recording, ReplayError, replay
+    from ..records.arbitrate import Recording, ReplayError, replay
     from . import diagnose, findings
     diag = diag or diagnose(run)
     fs = findings(run)

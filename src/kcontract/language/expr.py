@@ -386,7 +386,7 @@ class _Checker:
 
     def _check_string_literal(self, left: _Node, right: _Node) -> None:
         """``nan == 'propogate'``: a claim compared with a value it can never take."""
-        from ..claims import CLAIMS
+        from .claims import CLAIMS
         for a, b in ((left, right), (right, left)):
             if isinstance(a, _Name) and a.name in CLAIMS and isinstance(b, _Lit):
                 choices = CLAIMS[a.name].choices

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .. import claims as _claims
+from . import claims as _claims
 from ..errors import ContractError, SourceLocation, UsageError, did_you_mean
 from ..frameworks import FRAMEWORKS
 from ..formats import ALIASES, KERNEL_DTYPES

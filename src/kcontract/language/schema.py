@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..claims import CLAIMS
+from .claims import CLAIMS
 from ..formats import ALIASES, FORMATS, KERNEL_DTYPES
 from . import vocabulary as V
 from .loader import (CONTRACT_KEYS, FRAMEWORKS, ID_PATTERN, NAME_PATTERN, PROTOCOL_REQUIRED,

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .. import formats as _formats
-from ..claims import CLAIMS
+from .claims import CLAIMS
 from ..errors import UsageError, did_you_mean
 from ..formats import FORMATS, Format
 

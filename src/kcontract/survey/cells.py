@@ -209,5 +209,5 @@ def run_cell(cell: Cell) -> CellResult:
 
 def record(run_json: Mapping[str, Any], store: Optional[str]) -> Optional[int]:
     """Record one cell's run in the results store (``""``: the default store)."""
-    from ..store import record_run
+    from ..records.store import record_run
     return record_run(run_json, store or None)

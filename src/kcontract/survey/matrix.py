@@ -48,7 +48,7 @@ class SurveyMatrix:
 
     def levels(self) -> dict:
         """(op, dtype) -> the conformance level its checked verdicts reach (0-3)."""
-        from ..certify import achieved_level
+        from ..records.certify import achieved_level
         out = {}
         for k, c in self.cells.items():
             if c.status == CHECKED and c.verdict != "n/a":

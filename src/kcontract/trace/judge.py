@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Optional
 import numpy as np
 
 from ..check.engine import Context
-from ..claims import make_claims
+from ..language.claims import make_claims
 from ..formats import get_format
 from .coverage import OpCall
 

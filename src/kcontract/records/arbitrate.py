@@ -34,10 +34,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import __version__
-from .check.sandbox import CallResult
-from .check.verdict import jsonable
-from .errors import UsageError
+from .. import __version__
+from ..check.sandbox import CallResult
+from ..check.verdict import jsonable
+from ..errors import UsageError
 
 KCR_SCHEMA = "kcontract.recording/1"
 ARBITRATION_SCHEMA = "kcontract.arbitration/1"
@@ -247,8 +247,8 @@ def record(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device
            classes: Optional[Sequence[str]] = None, declare: Optional[Mapping[str, Any]] = None,
            seed: int = 0, timeout: float = 60.0, contracts=None) -> Recording:
     """Run the protocol of ``kernel`` on this machine and keep every call's outcome."""
-    from .check.runner import check
-    from .check.sandbox import KernelLoadError, KernelProcess
+    from ..check.runner import check
+    from ..check.sandbox import KernelLoadError, KernelProcess
     inner = KernelProcess(kernel, framework=framework, device=device, timeout=timeout)
     handle = RecordingHandle(inner)
     try:
@@ -278,7 +278,7 @@ def record(kernel: str, *, op: str, dtype: str, framework: str = "numpy", device
 
 def replay(recording: Recording, *, contracts=None, capture: Iterable[tuple] = ()):
     """Run the recorded protocol again, served from the recording; returns (run, handle)."""
-    from .check.runner import check
+    from ..check.runner import check
     m = recording.manifest
     handle = ReplayHandle(recording, capture)
     run = check(m["kernel"], op=m["op"], dtype=m["dtype"], framework=m.get("framework", "numpy"),
@@ -355,10 +355,10 @@ def _tolerance(contract, manifest: Mapping[str, Any], args, kwargs, out) -> Opti
     """The contract's elementwise tolerance for this call's output, judged with the
     recording's own claims; None when the contract has no elementwise tolerance or
     it needs protocol-specific quantities."""
-    from .check.engine import Context
-    from .claims import make_claims
-    from .formats import get_format
-    from .ops import get_op
+    from ..check.engine import Context
+    from ..language.claims import make_claims
+    from ..formats import get_format
+    from ..ops import get_op
     try:
         op = get_op(manifest["op"])
         if len(args) != len(op.inputs) or not contract.tolerance:
@@ -603,7 +603,7 @@ def _finding(cls, cid, side_a, side_b, mine, only, contract, ma, mb, by_a, by_b,
 
 def _describe_args(op_name: str, args) -> str:
     try:
-        from .ops import get_op
+        from ..ops import get_op
         op = get_op(op_name)
         shape = op.solve_shape(dict(zip(op.inputs, args)))
         return ",".join(f"{k}={v}" for k, v in shape.items())
@@ -635,7 +635,7 @@ def _worst_bound(contract, ma, mb, keys, by_a, by_b, captured):
 
 def _contract_objects(contracts, ids) -> dict:
     if contracts is None:
-        from .suite import load_suite
+        from ..suite import load_suite
         contracts = load_suite()
     return {c.id: c for c in contracts if c.id in ids}
 

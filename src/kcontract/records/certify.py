@@ -29,7 +29,7 @@ every module file its worker loaded (outside the Python installation), the claim
 the seed and every verdict.  ``content_hash`` is the sha256 of the canonical
 serialisation of everything else (:func:`canonical_bytes`: JSON, keys sorted, no
 whitespace, UTF-8), and ``signature`` an Ed25519 signature of the same bytes by this
-machine's key (:mod:`kcontract.signing`), which no sandboxed worker can read: a
+machine's key (:mod:`kcontract.records.signing`), which no sandboxed worker can read: a
 certificate edited and "resealed" with a fresh sha256 is rejected.
 
 Seeds: a certificate is issued from a secret seed by default (drawn per run, recorded
@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
-from . import __version__
-from .check.verdict import jsonable
-from .check.worker import is_path_spec, source_sha256
-from .errors import UsageError
-from .files import load_json, write_json, write_text
+from .. import __version__
+from ..check.verdict import jsonable
+from ..check.worker import is_path_spec, source_sha256
+from ..errors import UsageError
+from ..files import load_json, write_json, write_text
 from .signing import signer, verify as verify_signature
 
 CERT_SCHEMA = "kcontract.certificate/1"
@@ -118,8 +118,8 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
     ``seed`` None (the default) draws a secret seed for this run.  Raises
     :class:`UsageError` for level 3 with a public seed or without a sandbox, and for
     level 2 without a sandbox unless ``allow_unsandboxed``."""
-    from .check.jail import detect
-    from .check.runner import check
+    from ..check.jail import detect
+    from ..check.runner import check
     classes = level_classes(level)
     secret = seed is None
     seed = secrets.randbelow(2 ** 31 - 1) + 1 if secret else int(seed)
@@ -166,7 +166,7 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
 
 
 def write_certificate(cert: Mapping[str, Any], path: str, html: Optional[str] = None) -> list[str]:
-    from .report.html import render_certificate_html
+    from ..report.html import render_certificate_html
     written = [write_json(path, cert)]
     if html:
         written.append(write_text(html, render_certificate_html(cert)))
@@ -346,7 +346,7 @@ def _rerun_spec(spec: str, src: str) -> str:
 
 def _rerun(cert: Mapping[str, Any], ver: Verification, spec: str, timeout: float,
            contracts, same_seed: bool = False) -> None:
-    from .check.runner import check
+    from ..check.runner import check
     level = level_of(cert)
     seed = int(cert.get("seed", 0)) if same_seed else secrets.randbelow(2 ** 31 - 1) + 1
     run = check(spec, op=cert["op"], dtype=cert["dtype"], framework=cert.get("framework", "numpy"),

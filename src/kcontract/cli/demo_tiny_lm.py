@@ -49,9 +49,9 @@ def expectations(data: dict, same: dict) -> list[str]:
 
 
 def run(base: Path, out_dir: Path, trials: int = TRIALS) -> Outcome:
-    from .compare import compare_traces
-    from .process import trace_model
-    from .report import render_html
+    from ..trace.compare import compare_traces
+    from ..trace.process import trace_model
+    from ..trace.report import render_html
     folder = base / "tiny_lm"
     model = str(folder / "model.py")
     ref = trace_model(model, trials=trials, label=REFERENCE)
@@ -73,7 +73,7 @@ def index_rows(outcome: Optional[Outcome], why: str = "") -> list[dict]:
     if outcome is None:
         return [{"name": "tiny language model: reference vs medium+clamp", "href": "index.html",
                  "verdict": "skipped", "summary": why}]
-    from .report import agreement_text
+    from ..trace.report import agreement_text
     d = outcome.data
     summary = ("" if outcome.ok else "NOT AS EXPECTED: " + "; ".join(outcome.problems) + ". ") \
         + agreement_text(d["agreement"]) + "; " + "; ".join(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .errors import UsageError, did_you_mean
-from .formats import Format, get_format
+from ..errors import UsageError, did_you_mean
+from ..formats import Format, get_format
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 class KcontractWarning(UserWarning):
@@ -248,8 +248,8 @@ def _guess_framework(fn) -> str:
 
 def _run(target: Target, *, op, dtype, framework, device, classes, declare, seed, timeout,
          contracts, in_process):
-    from .check.runner import check
-    from .check.sandbox import InProcessKernel, KernelProcess
+    from ..check.runner import check
+    from ..check.sandbox import InProcessKernel, KernelProcess
     repro = _reproduce(target, op, dtype, framework, device, declare)
     kw = dict(op=op, dtype=dtype, framework=framework, device=device, classes=classes,
               declare=declare, seed=seed, timeout=timeout, contracts=contracts,
@@ -263,7 +263,7 @@ def _run(target: Target, *, op, dtype, framework, device, classes, declare, seed
         handle = KernelProcess(target.spec, framework=framework, device=device, timeout=timeout,
                                paths=target.paths)
     try:
-        from .check.sandbox import KernelLoadError
+        from ..check.sandbox import KernelLoadError
         try:
             handle.start()
         except KernelLoadError as exc:
@@ -275,11 +275,11 @@ def _run(target: Target, *, op, dtype, framework, device, classes, declare, seed
 
 def _load_error(target: Target, exc: Exception, kw: dict):
     """The run of a kernel that does not import: an ``error`` verdict per contract."""
-    from . import __version__
-    from .check.runner import select_contracts
-    from .check.verdict import ContractResult, RunResult, Status
-    from .claims import make_claims
-    from .formats import get_format
+    from .. import __version__
+    from ..check.runner import select_contracts
+    from ..check.verdict import ContractResult, RunResult, Status
+    from ..language.claims import make_claims
+    from ..formats import get_format
     run = RunResult(kernel=target.display, op=getattr(kw["op"], "name", kw["op"]), dtype=get_format(kw["dtype"]).name,
                     framework=kw["framework"], device=kw["device"],
                     claims=make_claims(get_format(kw["dtype"]), kw["declare"]).as_dict(),
@@ -293,9 +293,9 @@ def _load_error(target: Target, exc: Exception, kw: dict):
 
 def _callable_handle(target: Target, framework: str, device: str, timeout: float):
     """An in-process handle around a function object the worker cannot import."""
-    from .adapters import get_adapter
-    from .check.sandbox import InProcessKernel
-    from .check.worker import _snapshot_numpy
+    from ..adapters import get_adapter
+    from ..check.sandbox import InProcessKernel
+    from ..check.worker import _snapshot_numpy
     handle = InProcessKernel(target.spec, framework=framework, device=device, timeout=timeout)
     w = handle.worker
     w.adapter = get_adapter(framework)
@@ -317,7 +317,7 @@ def _callable_handle(target: Target, framework: str, device: str, timeout: float
 def _reproduce(target: Target, op, dtype, framework, device, declare) -> str:
     import shlex
     if not isinstance(op, str):  # an op object (kcontract.define_op): where it came from
-        from .ops import get_op, op_reference
+        from ..ops import get_op, op_reference
         op = op_reference(get_op(op))
     if target.fn is not None:
         spec = target.display
@@ -339,7 +339,7 @@ def _claim_text(v) -> str:
 
 # -- messages and reports -------------------------------------------------------------------------
 def failure_message(run, target: Target, session: _Session) -> str:
-    from .diagnosis.text import cause_lines
+    from ..diagnosis.text import cause_lines
     data = run.to_json()
     bad = [r for r in data["results"] if r["verdict"] in ("violation", "error")]
     what = "breaks" if run.verdict == "violation" else "errors on"
@@ -402,7 +402,7 @@ def write_report(path: str, entries: Sequence[dict]) -> str:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"schema": "kcontract.pytest/1", "runs": entries}, fh, indent=2)
         return path
-    from .report import render_html, render_markdown
+    from ..report import render_html, render_markdown
     if path.endswith(".md"):
         os.makedirs(folder, exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from .files import write_json, write_text
-from .report import render_arbitration_html, render_index_html, write_reports
+from ..files import write_json, write_text
+from ..report import render_arbitration_html, render_index_html, write_reports
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def examples_dir() -> Path:
 
 
 def run_case(cs: CaseStudy, base: Path, seed: int = 0):
-    from .check.runner import check
+    from ..check.runner import check
     kernel = str(base / cs.kernel.split(":")[0]) + ":" + cs.kernel.split(":")[1]
     return check(kernel, op=cs.op, dtype=cs.dtype, classes=list(cs.classes), declare=cs.declare,
                  seed=seed)
@@ -76,7 +76,7 @@ def run_case(cs: CaseStudy, base: Path, seed: int = 0):
 
 def diagnosis(run) -> str:
     """The run's primary cause(s), with how many other violations follow from them."""
-    from .diagnosis.text import summary
+    from ..diagnosis.text import summary
     bad = [r for r in run.results if r.verdict.value in ("violation", "error")]
     if not bad:
         return f"conformant ({len(run.results)} contracts pass)"
@@ -120,7 +120,7 @@ def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
         ok &= run_trace_case(base, out_dir, console, traces)
     cal_row = None
     if calibration:
-        from .cli.suite_cmds import calibration_table, run_calibration, write_calibration
+        from .suite_cmds import calibration_table, run_calibration, write_calibration
         console.print(Rule("[bold]calibration of the normative suite"))
         cals = run_calibration([], [], console)
         console.print(calibration_table(cals))
@@ -151,7 +151,7 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
     """Record each op on the two emulated stacks of examples/dispute, arbitrate each pair
     and say who is at fault; True when every verdict names the expected side.  ``rows``
     collects one index entry per dispute."""
-    from .arbitrate import arbitrate, record
+    from ..records.arbitrate import arbitrate, record
     ok = True
     for op, cls, expected in DISPUTES:
         recs = [record(f"{base / 'dispute' / f'stack_{side}.py'}:{op}", op=op, dtype="float32",
@@ -180,14 +180,14 @@ def run_dispute(base: Path, out_dir: Path, console: Console,
 def run_trace_case(base: Path, out_dir: Path, console: Console, rows: list) -> bool:
     """examples/tiny_lm: trace, compare, attribute (kcontract.trace.demo); True when the
     comparisons say what they must (skipped, and True, where torch is not installed)."""
-    from .trace import demo as trace_demo
+    from . import demo_tiny_lm as trace_demo
     try:
         import torch  # noqa: F401
     except ImportError:
         rows += trace_demo.index_rows(None, "torch is not installed")
         console.print(Text("skipped: torch is not installed", style="yellow"))
         return True
-    from .trace.report import summary_lines
+    from ..trace.report import summary_lines
     outcome = trace_demo.run(base, out_dir)
     rows += trace_demo.index_rows(outcome)
     for line in summary_lines(outcome.data):

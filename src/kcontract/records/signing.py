@@ -77,7 +77,7 @@ def signer() -> Signer:
         try:
             key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(raw.decode().strip()))
         except ValueError as exc:
-            from .errors import UsageError
+            from ..errors import UsageError
             raise UsageError(f"the signing key {path} is not an Ed25519 key ({exc})") from None
     else:
         key = Ed25519PrivateKey.generate()

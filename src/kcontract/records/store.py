@@ -7,7 +7,7 @@ and library versions, CPU flags), the suite version, the kernel's identity (its
 spec, module path and source hash), the claims and the overall verdict; one
 row per contract verdict; and the run's full JSON (compressed), so any stored
 run can be rendered again, with an Ed25519 signature of that JSON by this
-machine's key (:mod:`kcontract.signing`; :func:`verify_run` checks it).
+machine's key (:mod:`kcontract.records.signing`; :func:`verify_run` checks it).
 
 Concurrent writers lose nothing: the database runs in WAL mode, every
 connection waits on a busy database (``busy_timeout``), every write is one
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Optional
 
-from .errors import KContractError
+from ..errors import KContractError
 from .signing import signer, verify as verify_signature
-from .report._util import counts as verdict_counts, overall, signature_code
+from ..report._util import counts as verdict_counts, overall, signature_code
 
 SCHEMA_VERSION = 1
 ENV_VAR = "KCONTRACT_STORE"
