@@ -11,7 +11,6 @@ float64 where no native dtype exists (TF32), and done by the native cast otherwi
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -121,11 +120,6 @@ def get_format(spec: FormatLike) -> Format:
     if key.lower() in ALIASES:
         return FORMATS[ALIASES[key.lower()]]
     raise UsageError(f"unknown format {spec!r}{did_you_mean(key, list(FORMATS) + list(ALIASES))}")
-
-
-def format_of(array: np.ndarray) -> Format:
-    """The :class:`Format` of a numpy array's dtype."""
-    return get_format(array.dtype)
 
 
 def u(fmt: FormatLike) -> float:
@@ -241,10 +235,3 @@ def table() -> list[dict]:
             "has_inf": f.has_inf,
         })
     return rows
-
-
-def bits_from_u(unit_roundoff: float) -> float:
-    """Significand bits p implied by a (measured) unit roundoff u = 2**-p."""
-    if unit_roundoff <= 0:
-        return math.inf
-    return -math.log2(unit_roundoff)

@@ -80,12 +80,12 @@ def test_diagnosis_reads_a_saved_run_without_one():
 
 
 def test_case_studies_show_one_primary_cause_each():
-    from kcontract.cli.demo import CASE_STUDIES, examples_dir, run_case
-    base = examples_dir()
-    for cs in CASE_STUDIES:
+    from kcontract.cli.demo import load_plan, run_case
+    plan = load_plan()
+    for cs in plan.case_studies:
         if cs.expect != "violation":
             continue
-        d = run_case(cs, base).diagnosed()
+        d = run_case(cs, plan.base).diagnosed()
         assert len(d.primary) == 1, (cs.key, [c.to_json() for c in d.primary])
 
 

@@ -51,8 +51,6 @@ from ..formats import Format, get_format, round_to, ulp
 
 OPERAND_FORMATS = ("float32", "tfloat32", "float16", "bfloat16")
 ACC_FORMATS = ("float32", "float16", "bfloat16")
-#: accumulator formats by significand bits, for naming an estimate
-ACC_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
 SHORT = {"float64": "fp64", "float32": "fp32", "tfloat32": "tf32", "float16": "fp16",
          "bfloat16": "bf16"}
 
@@ -85,23 +83,6 @@ def predict_single(a, b, operand: str, accumulator: str, out: str = "float32") -
     with np.errstate(over="ignore", invalid="ignore"):
         p = rounded(a, operand) * rounded(b, operand)  # exact in float64 (<= 2 x 24 bits)
         return rounded(rounded(p, accumulator), out)
-
-
-def emulate_matmul(a, b, operand: str = "float32", accumulator: str = "float32") -> np.ndarray:
-    """Reference emulation of a recipe (sequential order over K), float64 result.
-
-    Products of rounded operands are exact in float64; each addition is rounded
-    once into the accumulator format."""
-    A = rounded(a, operand)
-    B = rounded(b, operand)
-    if get_format(accumulator).name in ("float64",):
-        return A @ B
-    acc = np.zeros((A.shape[0], B.shape[1]))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(A.shape[1]):
-            prod = rounded(A[:, k:k + 1] * B[k:k + 1, :], "float32")
-            acc = rounded(acc + prod, accumulator)
-    return acc
 
 
 # -- bit estimates from error growth ----------------------------------------------------
@@ -203,22 +184,6 @@ def _sig(rng, n, bits):
 def _sig_pos(rng, n, bits, hi=2.0):
     frac = rng.integers(0, 2 ** (bits - 1), n) / 2.0 ** (bits - 1)
     return np.minimum(1.0 + frac * (hi - 1.0), hi)
-
-
-#: (name, what it separates)
-PROBE_RANGES = {
-    "bits": "24-bit significands times +-1: how many bits survive one product",
-    "operand-overflow": "a beyond fp16's range, b small: fp16 operands overflow, an fp16 "
-                        "accumulator does not",
-    "product-overflow": "a, b inside fp16's range, product beyond 65504: an fp16 "
-                        "accumulator overflows",
-    "operand-underflow": "a below fp16's normal range, b large: fp16 operands lose bits",
-    "product-underflow": "a, b normal in fp16, product below fp16's normal range",
-    "product-22bit": "two 11-bit significands: the product needs 22 bits",
-    "product-16bit": "two 8-bit significands: the product needs 16 bits",
-    "product-27bit": "a 24-bit significand times 1.25, 1.5 or 1.75: operand rounding and "
-                     "accumulator rounding give different results",
-}
 
 
 def single_product_probe(count: int = 8, seed: int = _PROBE_SEED, positive: bool = False):

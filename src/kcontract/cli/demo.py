@@ -10,8 +10,13 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from ..errors import UsageError
 from ..files import write_json, write_text
 from ..report import render_arbitration_html, render_index_html, write_reports
+
+
+#: the demo's plan in the examples folder: the case studies and the disputes, as data
+PLAN = "demo.yaml"
 
 
 @dataclass(frozen=True)
@@ -27,44 +32,47 @@ class CaseStudy:
     declare: dict = field(default_factory=dict)
 
 
-CASE_STUDIES = (
-    CaseStudy("coercion", "Silent precision coercion",
-              "The user declares fp32; the stack quietly computes the matmul in fp16.",
-              "precision_coercion/kernel.py:matmul_coerced_fp16", "matmul", "float32",
-              ("C-PRC-01", "C-PRC-04"), "violation"),
-    CaseStudy("coercion-honest", "Silent precision coercion (honest fp32 kernel)",
-              "The same product computed in fp32 as declared.",
-              "precision_coercion/kernel.py:matmul_fp32", "matmul", "float32",
-              ("C-PRC-01", "C-PRC-04"), "conformant"),
-    CaseStudy("hacked-shape", "Reward-hacked generated kernel: benchmark shape only",
-              "A generated kernel that is right at the benchmarked shape and wrong elsewhere.",
-              "reward_hacked/kernel.py:matmul_benchmark_shape_only", "matmul", "float32",
-              ("C-CMP-03",), "violation"),
-    CaseStudy("hacked-reuse", "Reward-hacked generated kernel: reused result",
-              "A generated kernel that returns an earlier call's result.",
-              "reward_hacked/kernel.py:matmul_reuses_result", "matmul", "float32",
-              ("C-CMP-03",), "violation"),
-    CaseStudy("oob-clamp", "Out-of-bounds silent acceptance",
-              "A gather that clamps out-of-range indices where the declared policy is to raise.",
-              "oob_acceptance/kernel.py:embedding_clamps", "embedding", "float32",
-              ("C-EXC-02",), "violation"),
-    CaseStudy("oob-clamp-declared", "Out-of-bounds: clamping, declared",
-              "The same kernel, honest about it: --declare oob=clamp.",
-              "oob_acceptance/kernel.py:embedding_clamps", "embedding", "float32",
-              ("C-EXC-02",), "conformant", {"oob": "clamp"}),
-)
+@dataclass(frozen=True)
+class Dispute:
+    """One op of examples/dispute: recorded on both stacks under one contract class."""
+    op: str
+    cls: str
+    at_fault: Optional[str]  # the side that must be found at fault; None: they agree
 
 
-#: (op, contract class, the side at fault) of the dispute in examples/dispute
-DISPUTES = (("matmul", "C-PRC-01", "stack B"), ("embedding", "C-EXC-02", "stack A"),
-            ("sum", "C-PRC-01", None))
+@dataclass(frozen=True)
+class Plan:
+    base: Path  # the examples folder
+    case_studies: tuple
+    disputes: tuple
 
 
 def examples_dir() -> Path:
-    for cand in (Path.cwd() / "examples", Path(__file__).resolve().parents[2] / "examples"):
-        if (cand / "precision_coercion").is_dir():
+    for cand in (Path.cwd() / "examples", Path(__file__).resolve().parents[3] / "examples"):
+        if (cand / PLAN).is_file():
             return cand
-    raise FileNotFoundError("the examples folder was not found (run from the repository root)")
+    raise UsageError(f"the examples folder (with {PLAN}) was not found: run the demo from the "
+                     "repository root")
+
+
+def load_plan(base: Optional[Path] = None) -> Plan:
+    """examples/demo.yaml: the case studies (one check each, with the verdict it must
+    give) and the disputes (with the side that must be at fault)."""
+    import yaml
+    base = Path(base) if base is not None else examples_dir()
+    path = base / PLAN
+    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        cases = tuple(CaseStudy(**dict(c, classes=tuple(c["classes"]),
+                                       declare=dict(c.get("declare") or {})))
+                      for c in data["case_studies"])
+        disputes = tuple(Dispute(d["op"], d["class"], d["at_fault"]) for d in data["disputes"])
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: malformed demo plan ({type(exc).__name__}: {exc})") from None
+    bad = [c.key for c in cases if c.expect not in ("violation", "conformant")]
+    if bad:
+        raise UsageError(f"{path}: expect must be violation or conformant ({', '.join(bad)})")
+    return Plan(base, cases, disputes)
 
 
 def run_case(cs: CaseStudy, base: Path, seed: int = 0):
@@ -88,11 +96,12 @@ def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
     console = console or Console()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = examples_dir()
+    plan = load_plan()
+    base = plan.base
     ok = True
     console.print(Rule("[bold]kcontract demo: the case studies"))
     summary = []
-    for cs in CASE_STUDIES:
+    for cs in plan.case_studies:
         run = run_case(cs, base)
         data = run.to_json()
         write_json(str(out_dir / f"{cs.key}.json"), data)
@@ -111,7 +120,7 @@ def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
         console.print()
     console.print(Rule("[bold]a dispute between two stacks: who is right?"))
     disputes: list[dict] = []
-    disputes_ok = run_dispute(base, out_dir, console, disputes)
+    disputes_ok = run_dispute(plan, out_dir, console, disputes)
     ok &= disputes_ok
     traces: list[dict] = []
     if whole_model:
@@ -146,15 +155,16 @@ def run_demo(out: str, *, calibration: bool = True, whole_model: bool = True,
     return ok
 
 
-def run_dispute(base: Path, out_dir: Path, console: Console,
+def run_dispute(plan: Plan, out_dir: Path, console: Console,
                 rows: Optional[list] = None) -> bool:
     """Record each op on the two emulated stacks of examples/dispute, arbitrate each pair
     and say who is at fault; True when every verdict names the expected side.  ``rows``
     collects one index entry per dispute."""
     from ..records.arbitrate import arbitrate, record
     ok = True
-    for op, cls, expected in DISPUTES:
-        recs = [record(f"{base / 'dispute' / f'stack_{side}.py'}:{op}", op=op, dtype="float32",
+    for d in plan.disputes:
+        op, cls, expected = d.op, d.cls, d.at_fault
+        recs = [record(f"{plan.base / 'dispute' / f'stack_{side}.py'}:{op}", op=op, dtype="float32",
                        classes=[cls]) for side in ("a", "b")]
         arb = arbitrate(recs[0], recs[1], labels=("stack A", "stack B"))
         data = arb.to_json()

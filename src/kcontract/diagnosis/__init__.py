@@ -70,11 +70,5 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
     return Diagnosis(tuple(causes), explained, tuple(hints))
 
 
-def attach(run) -> None:
-    """Set ``run.diagnosis`` (a RunResult) from its verdicts, keeping hints already found."""
-    old = getattr(run, "diagnosis", None)
-    run.diagnosis = diagnose(run, old.hints if old is not None else ())
-
-
-__all__ = ["Cause", "Diagnosis", "Explanation", "Finding", "Hint", "attach", "diagnose",
+__all__ = ["Cause", "Diagnosis", "Explanation", "Finding", "Hint", "diagnose",
            "findings"]

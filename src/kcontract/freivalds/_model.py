@@ -35,9 +35,8 @@ import numpy as np
 #: the calibrated noise scale (5.7e-7 per row for Gaussian noise; a screened
 #: row costs one float64 recomputation, never a false alarm).
 LAMBDA_SCREEN = 5.0
-#: Median of |N(0,1)| and of chi-square(1): convert medians into scales.
+#: Median of |N(0,1)|: converts a median into a scale.
 MEDIAN_ABS_NORMAL = 0.6744897501960817
-MEDIAN_CHI2_1 = 0.45493642311957283
 #: 90th percentile of |N(0,1)|.
 Q90_ABS_NORMAL = 1.6448536269514722
 #: Rows needed to calibrate the screen on the residual itself (median), and

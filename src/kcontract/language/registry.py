@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,3 @@ def protocols() -> Mapping[str, ProtocolSpec]:
 def detectors() -> Mapping[str, DetectorSpec]:
     load_all()
     return DETECTORS
-
-
-def param_default(spec: ProtocolSpec, name: str) -> Any:
-    return spec.params[name][1]

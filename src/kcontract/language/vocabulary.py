@@ -25,7 +25,6 @@ from ..errors import UsageError, did_you_mean
 from ..formats import FORMATS, Format
 
 NUMBER, INT, BOOL, FORMAT, STRING = "number", "int", "bool", "format", "string"
-TYPES = (NUMBER, INT, BOOL, FORMAT, STRING)
 
 #: the taxonomy's class IDs a contract's ``class`` must be one of
 CLASS_IDS = ("C-PRC-01", "C-PRC-02", "C-PRC-03", "C-PRC-04",

@@ -6,9 +6,6 @@ import numpy as np
 from .base import Gather, Op
 from .families import get_family
 
-#: what each declared out-of-bounds policy makes of an index i into V rows
-OOB_POLICIES = ("raise", "clamp", "zero", "wrap", "undefined")
-
 
 def expected_rows(table: np.ndarray, indices: np.ndarray, policy: str) -> np.ndarray:
     """The rows the declared policy prescribes (float64); NaN rows where the

@@ -384,28 +384,30 @@ def _mark_changes(entries: list[HistoryEntry]) -> None:
 def verify_run(run_id: int, store: Optional[str] = None) -> tuple:
     """(ok, message): whether the stored run's JSON carries a valid signature by a key
     trusted here (a run rewritten by anyone without the key, a kernel included, fails)."""
-    path = resolve(store)
-    with closing(_connect(path, create=False)) as conn:
-        row = _retrying(lambda: conn.execute("SELECT run_json, signature FROM runs WHERE id = ?",
-                                             (int(run_id),)).fetchone(), what="read", path=path)
-    if row is None or row[0] is None:
-        raise StoreError(f"no run {run_id} in the results store {path}")
+    blob, signature = _stored(run_id, store, "run_json, signature")
     try:
-        sig = json.loads(row[1]) if row[1] else None
+        sig = json.loads(signature) if signature else None
     except ValueError:
         sig = None
-    return verify_signature(zlib.decompress(row[0]), sig)
+    return verify_signature(zlib.decompress(blob), sig)
 
 
 def load_run(run_id: int, store: Optional[str] = None) -> dict:
     """The full JSON of a stored run."""
+    blob, = _stored(run_id, store, "run_json")
+    return json.loads(zlib.decompress(blob).decode())
+
+
+def _stored(run_id: int, store: Optional[str], columns: str) -> tuple:
+    """The ``columns`` (run_json first) of stored run ``run_id``; StoreError if it is not
+    there."""
     path = resolve(store)
     with closing(_connect(path, create=False)) as conn:
-        row = _retrying(lambda: conn.execute("SELECT run_json FROM runs WHERE id = ?",
+        row = _retrying(lambda: conn.execute(f"SELECT {columns} FROM runs WHERE id = ?",
                                              (int(run_id),)).fetchone(), what="read", path=path)
     if row is None or row[0] is None:
         raise StoreError(f"no run {run_id} in the results store {path}")
-    return json.loads(zlib.decompress(row[0]).decode())
+    return tuple(row)
 
 
 __all__ = ["StoreError", "HistoryEntry", "default_store_path", "record_run", "history",
