@@ -52,3 +52,18 @@ def test_documented_explainable_calibrated(contract, run_cli):
         assert callable(getattr(mod, role))
     code, out, _ = run_cli("explain", contract.id)
     assert code == 0 and contract.postcondition.source.split()[0] in out
+
+
+def test_calibration_runs_the_checkers_blas_on_one_thread_and_gives_it_back():
+    """The checker's own OpenBLAS is on one thread during a calibration (its float64
+    oracles are small; spinning BLAS threads took the CPU from the kernels' workers) and
+    has its threads back after; a kernel's worker, another process, keeps its own."""
+    from kcontract.check import calibrate as cal
+    calls = cal._openblas_threads()
+    if calls is None:
+        pytest.skip("numpy's BLAS here is not an OpenBLAS with a thread setting")
+    _, get_threads = calls
+    before = get_threads()
+    seen = []
+    cal.calibrate(classes=["C-ORD-01"], ops=["sum"], progress=lambda c: seen.append(get_threads()))
+    assert seen == [1] and get_threads() == before

@@ -243,3 +243,29 @@ def test_arrangements_cover_every_probe_in_batches_of_the_size():
             for rows in batches:
                 assert len(rows) == size and len(set(rows)) == size
         assert arr["A"] != arr["B"]
+
+
+def test_a_reloaded_handle_reloads_its_second_worker_and_still_catches_the_hash_seed():
+    """Calibration reloads one handle kernel after kernel: the second worker C-ORD-02
+    compares against is reloaded with it (one process start, not one per kernel), stays a
+    process of its own with its own hash seed, and a kernel whose summation order follows
+    the hash seed is still told apart across the two."""
+    from pathlib import Path
+    from kcontract.check.sandbox import KernelProcess
+    seeded = Path(HERE).parent / "adversarial" / "f8_hash_seed_order.py"
+    c = contract("ord02-matmul")
+    h = KernelProcess(f"{SUITE}.ord02_matmul:good", decoys=False, timeout=60)
+    h.start()
+    try:
+        run = check(h.kernel, op="matmul", dtype="float32", contracts=[c], handle=h)
+        assert run.results[0].verdict.value == "pass"
+        sibling = h.sibling()
+        pid = sibling.proc.pid
+        assert pid != h.proc.pid
+        h.reload(f"{seeded}:kernel")
+        run = check(h.kernel, op="matmul", dtype="float32", contracts=[c], handle=h)
+        assert run.results[0].verdict.value == "violation", run.results[0].message
+        assert h.sibling() is sibling and sibling.proc.pid == pid  # reloaded, not restarted
+        assert sibling.kernel == h.kernel
+    finally:
+        h.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -131,7 +132,8 @@ def calibrate_contract(contract: Contract, *, seed: int = 0,
                                                                 seed=seed)
             handle.reload(spec)  # the contract sees a kernel with no earlier calls
             run = check(spec, op=contract.op, dtype=dtype, framework=framework,
-                        declare=declare, seed=seed, contracts=[contract], handle=handle)
+                        declare=declare, seed=seed, contracts=[contract], handle=handle,
+                        modules=False)
         except KernelLoadError as exc:
             cell.verdict, cell.message = "error", str(exc)
             cal.cells.append(cell)
@@ -184,15 +186,64 @@ def calibrate(classes: Optional[Sequence[str]] = None, ops: Optional[Sequence[st
     out = []
     pool = WorkerPool()
     try:
-        for contract in load_suite():
-            if classes and contract.cls not in classes:
-                continue
-            if ops and contract.op not in ops:
-                continue
-            cal = calibrate_contract(contract, seed=seed, pool=pool)
-            out.append(cal)
-            if progress:
-                progress(cal)
+        with one_blas_thread():
+            for contract in load_suite():
+                if classes and contract.cls not in classes:
+                    continue
+                if ops and contract.op not in ops:
+                    continue
+                cal = calibrate_contract(contract, seed=seed, pool=pool)
+                out.append(cal)
+                if progress:
+                    progress(cal)
     finally:
         pool.close()
     return out
+
+
+#: (set, get) entry points of OpenBLAS builds: numpy's own (scipy-openblas, 64-bit
+#: integers), other 64-bit builds, the plain library
+_OPENBLAS_THREADS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+                     ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+                     ("openblas_set_num_threads", "openblas_get_num_threads"))
+
+
+@contextmanager
+def one_blas_thread():
+    """This process's OpenBLAS (the checker's, never a worker's: the kernel keeps its
+    threads) on one thread while the block runs.  The calibration's float64 oracles are
+    small products; OpenBLAS's threads, which keep spinning after each call, take the CPU
+    from the kernel's worker when cores are few (on 2 cores the calibration's matmul
+    contracts ran twice as long).  Does nothing where no such OpenBLAS is loaded."""
+    calls = _openblas_threads()
+    if calls is None:
+        yield
+        return
+    set_threads, get_threads = calls
+    before = get_threads()
+    set_threads(1)
+    try:
+        yield
+    finally:
+        set_threads(before)
+
+
+def _openblas_threads():
+    import ctypes
+    try:  # the shared libraries this process has mapped (Linux)
+        with open("/proc/self/maps") as fh:
+            fields = [line.split() for line in fh]
+    except OSError:
+        return None
+    libs = sorted({f[-1] for f in fields if len(f) > 5 and "openblas" in f[-1].lower()})
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name, get_name in _OPENBLAS_THREADS:
+            set_threads, get_threads = getattr(lib, set_name, None), getattr(lib, get_name, None)
+            if set_threads is not None and get_threads is not None:
+                get_threads.restype = ctypes.c_int
+                return (lambda n, f=set_threads: f(ctypes.c_int(n))), get_threads
+    return None

@@ -282,12 +282,11 @@ class Context:
         from .sandbox import KernelProcess
         if not isinstance(self.kernel, KernelProcess):
             return self.run(inputs, case, kwargs)
-        other = self.kernel.sibling()
         args = [inputs[name] for name in self.op.inputs]
         kw = self._accepted(self.kwargs() if kwargs is None else kwargs)
         t0 = time.perf_counter()
         try:
-            res = other.call(args, kw)
+            res = self.kernel.sibling().call(args, kw)
         except Exception as exc:  # the second worker does not load: the kernel's failure
             raise KernelFailure("kernel.load", f"a second worker could not load the kernel: "
                                 f"{exc}", case) from None

@@ -70,13 +70,15 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
           contracts: Optional[Iterable[Contract]] = None,
           progress: Optional[Callable[[str, int], None]] = None,
           handle=None, reproduce_prefix: Optional[str] = None, sandbox=None,
-          hints: bool = False) -> RunResult:
+          hints: bool = False, modules: bool = True) -> RunResult:
     """Check ``kernel`` (``file.py:function`` or ``module:function``) against the
     contracts of ``op`` (a name, an op spec ``ops.py:NAME`` / ``module:NAME``, or an
     :class:`~kcontract.ops.Op`) at ``dtype``.  Never raises for a kernel's misbehaviour:
     that is a verdict.  Raises :class:`UsageError` / :class:`ContractError` for
     bad arguments or contracts.  ``hints``: record the calls and re-judge them under the
-    claims the primary causes suggest (:mod:`kcontract.diagnosis.hints`)."""
+    claims the primary causes suggest (:mod:`kcontract.diagnosis.hints`).  ``modules``:
+    list (and hash) the module files the kernel's worker loaded, as certificates keep them;
+    calibration, whose runs are not kept, skips it."""
     t_start = time.perf_counter()
     op_obj = get_op(op)
     op_ref = op if isinstance(op, str) else op_reference(op_obj)
@@ -129,8 +131,8 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
                                         repro, tick, run.timings))
             if progress:
                 progress(c.id, 0)
-        modules = getattr(handle, "modules", None)
-        run.modules = list(modules() if callable(modules) else [])
+        loaded = getattr(handle, "modules", None) if modules else None
+        run.modules = list(loaded() if callable(loaded) else [])
     finally:
         if own_handle:
             handle.close()

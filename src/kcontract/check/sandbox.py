@@ -490,15 +490,16 @@ class KernelProcess:
 
     def sibling(self) -> "KernelProcess":
         """A second worker for the same kernel (its own process, hash seed and scratch),
-        started on first use and closed with this one: for comparisons across processes."""
+        started on first use and closed with this one: for comparisons across processes.
+        When this handle is reloaded (trusted kernels in a row: calibration, surveys), the
+        second worker is reloaded too, as this one is, instead of started again."""
         if self._sibling is None:
             self._sibling = type(self)(self.kernel, framework=self.framework,
                                        device=self.device, timeout=self.timeout,
                                        load_timeout=self.load_timeout, paths=self.paths,
                                        sandbox=self.sandbox, decoys=self.decoys)
         elif self._sibling.kernel != self.kernel:  # this handle was reloaded since
-            self._sibling.close()
-            self._sibling.kernel = self.kernel
+            self._sibling.reload(self.kernel)
         return self._sibling
 
     @property

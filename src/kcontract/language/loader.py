@@ -364,10 +364,12 @@ class _Document:
         """``scope.op``: a known op's name, ``any`` (a generic contract), or a user-defined
         op's spec ``ops.py:NAME`` (relative to this file) / ``module:NAME``."""
         from ..ops import get_op, known_names
-        from ..ops.registry import is_spec
+        from ..ops.registry import BUILTIN, is_spec
         text = self.string(node, "scope.op")
         if text == ANY_OP:
             return ANY_OP, None
+        if text in BUILTIN:  # the suite's own: no need to look through the entry points
+            return text, None
         if is_spec(text):
             import os
             base = os.path.dirname(os.path.abspath(self.file)) if self.file else None

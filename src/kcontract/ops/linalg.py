@@ -110,12 +110,13 @@ class LinearGelu(Op):
         return gelu(self.preactivation(x))
 
     def quantities(self, x, ref, **kw):
+        pre = self.preactivation(x)
         with np.errstate(all="ignore"):
             pre_mag = np.matmul(np.abs(x["x"]), np.abs(x["w"])) + np.abs(x["b"])
-            slope = gelu_slope(self.preactivation(x))
+            slope = gelu_slope(pre)
         # mag: magnitude of the pre-activation the matmul error scales with;
         # slope: |gelu'| that carries that error into the output.
-        return {"mag": pre_mag, "slope": slope, "pre": self.preactivation(x)}
+        return {"mag": pre_mag, "slope": slope, "pre": pre}
 
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "w": x["w"], "b": x["b"]}
