@@ -9,7 +9,7 @@ PKG = Path(__file__).parents[1] / "src" / "kcontract"
 
 #: modules of the package root: shared by the whole package (and KernelBench, until it moves
 #: to integrations/kernelbench/)
-ROOT_MODULES = {"__init__", "errors", "files", "formats", "frameworks",
+ROOT_MODULES = {"__init__", "__main__", "errors", "files", "formats", "frameworks",
                 "kernelbench", "kernelbench_scale", "kernelbench_worker"}
 
 
