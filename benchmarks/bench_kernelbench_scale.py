@@ -67,8 +67,8 @@ class ModelNew(nn.Module):
 
 ONE = textwrap.dedent('''\
     import json, resource, sys, time
-    from kcontract.kernelbench import check_kernelbench, load_problem
-    from kcontract.kernelbench_scale import largest_input
+    from kcontract.integrations.kernelbench.check import check_kernelbench, load_problem
+    from kcontract.integrations.kernelbench.scale import largest_input
     ref, cand, scale = sys.argv[1], sys.argv[2], float(sys.argv[3])
     t0 = time.perf_counter()
     p = load_problem(ref, scale)

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kcontract.errors import UsageError  # noqa: E402
-from kcontract.kernelbench import (MODULE_CLASSES, check_kernelbench, load_problem,  # noqa: E402
+from kcontract.integrations.kernelbench.check import (MODULE_CLASSES, check_kernelbench, load_problem,  # noqa: E402
                                    make_inputs, shape_variants)
 
 KB = Path(__file__).parent / "kernelbench"
@@ -184,7 +184,7 @@ def test_a_problem_may_import_its_neighbours(tmp_path):
 def test_a_failure_of_the_checker_on_the_problems_values_is_a_verdict(monkeypatch):
     """A step of the checker that cannot handle a problem's inputs or outputs gives an error
     verdict with a code for that class; the other classes still run and the run has JSON."""
-    from kcontract import kernelbench as kb
+    from kcontract.integrations.kernelbench import check as kb
 
     def broken(self, args, layout):
         raise TypeError("torch.bool is not supported by torch.iinfo")
@@ -229,7 +229,7 @@ def test_scale_rewrites_sizes_in_tuples_and_the_sizes_derived_from_them():
 
 
 def test_max_elements_picks_the_scale_and_the_run_reports_it():
-    from kcontract.kernelbench_scale import largest_input
+    from kcontract.integrations.kernelbench.scale import largest_input
     p = load_problem(str(KB / "softmax" / "problem.py"), max_elements=20000)
     assert 5000 < largest_input(p.module) <= 20000  # 16 x 16384 at full size
     run = check_kernelbench(str(KB / "softmax" / "problem.py"),

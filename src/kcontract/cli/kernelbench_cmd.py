@@ -43,7 +43,7 @@ def _causes(run) -> str:
 
 
 def comparison_table(runs: Sequence, dtype: str) -> Table:
-    from ..kernelbench import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
+    from ..integrations.kernelbench.check import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
     tol = KERNELBENCH_TOLERANCE[dtype]
     t = Table(title=f"KernelBench's check (allclose atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials, "
                     f"its one shape and inputs) beside kcontract", title_justify="left")
@@ -59,7 +59,7 @@ def comparison_table(runs: Sequence, dtype: str) -> Table:
 
 
 def comparison_markdown(runs: Sequence, dtype: str) -> str:
-    from ..kernelbench import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
+    from ..integrations.kernelbench.check import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
     tol = KERNELBENCH_TOLERANCE[dtype]
     lines = [f"| problem | candidate | KernelBench (atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials) "
              f"| kcontract | primary cause | failing classes / codes |",
@@ -105,7 +105,7 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
 
     Exit 0: every candidate conforms. 1: a violation or error. 2: usage error.
     """
-    from ..kernelbench import check_kernelbench, load_problem
+    from ..integrations.kernelbench.check import check_kernelbench, load_problem
     declared = parse_declarations(declare)
     problem = load_problem(reference, scale, max_elements)  # once, before any candidate runs
     if problem.scaling.reduced:

@@ -1,6 +1,6 @@
 """The isolated worker for KernelBench candidates: builds ``ModelNew`` and calls it.
 
-Run as ``python -m kcontract.kernelbench_worker FD`` (see :mod:`kcontract.check.worker`
+Run as ``python -m kcontract.integrations.kernelbench.worker FD`` (see :mod:`kcontract.check.worker`
 for the transport and the integrity checks it shares).  Verbs:
 
 ``load``
@@ -33,7 +33,7 @@ import traceback
 
 import numpy as np
 
-from .check.worker import Worker, kernel_identity, resolve_kernel
+from ...check.worker import Worker, kernel_identity, resolve_kernel
 
 
 def _torch():
@@ -64,7 +64,7 @@ class ModelWorker(Worker):
 
     def build(self, payload):
         torch = _torch()
-        from .adapters.torch_adapter import TorchAdapter
+        from ...adapters.torch_adapter import TorchAdapter
         ad = TorchAdapter()
         init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
         torch.manual_seed(int(payload.get("seed", 42)))
@@ -177,7 +177,7 @@ class ModelWorker(Worker):
         """The problem module: the file, or its source with the sizes scaled (``--scale``)."""
         if self.reference is None:
             if source is not None:
-                from .kernelbench_scale import exec_source
+                from .scale import exec_source
                 self.reference = exec_source(path, source)
             else:
                 _, self.reference = resolve_kernel(f"{path}:Model")

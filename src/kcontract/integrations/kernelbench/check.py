@@ -20,11 +20,11 @@ classes that apply to any module:
     the float64 reference puts them.
 
 Both models run in eval mode (dropout off).  ``--scale`` / ``--max-elements`` shrink
-the problem's sizes first (:mod:`kcontract.kernelbench_scale`).
+the problem's sizes first (:mod:`.scale`).
 
 The oracle is the reference ``Model`` run in float64 here, with the weights the
 candidate gets (the reference's, rounded to the dtype).  The candidate runs in
-an isolated worker (:mod:`kcontract.kernelbench_worker`) that never holds the
+an isolated worker (:mod:`.worker`) that never holds the
 oracle; every call gets fresh inputs and is checked for tampering (see
 ``docs/threat-model.md``).
 
@@ -66,19 +66,19 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import __version__
-from .adapters.base import Adapter
-from .check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
+from ... import __version__
+from ...adapters.base import Adapter
+from ...check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
                            validated_output)
-from .check.sandbox import CallResult, KernelLoadError, KernelProcess
-from .check.seeds import derive_seed
-from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
-from .claims import make_claims
-from .classes.common import worst
-from .classes.ordering import bits_differ, diff_pattern
-from .errors import UsageError
-from .formats import get_format, ulp
-from .kernelbench_scale import (MIN_SIZE, Scaling, exec_source, factor_for, rewritten, scaled_source,
+from ...check.sandbox import CallResult, KernelLoadError, KernelProcess
+from ...check.seeds import derive_seed
+from ...check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
+from ...claims import make_claims
+from ...classes.common import worst
+from ...classes.ordering import bits_differ, diff_pattern
+from ...errors import UsageError
+from ...formats import get_format, ulp
+from .scale import (MIN_SIZE, Scaling, exec_source, factor_for, rewritten, scaled_source,
                                 size_literals)
 
 #: KernelBench's documented allclose tolerances (atol = rtol) per precision
@@ -100,6 +100,8 @@ ILL_CONDITIONED = 64.0
 #: the fewest rounding stages assumed: one fused op of the reference (softmax, layer
 #: norm, GELU) is several rounded stages in an honest unfused candidate
 MIN_STAGES = 4
+#: the kcontract package's folder: frames there are the checker's own
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _torch():
     import torch
@@ -166,7 +168,7 @@ class Problem:
 
 def _exec_file(path: str) -> types.ModuleType:
     """A problem or candidate file as a module, loaded as the worker loads it."""
-    from .check.worker import KernelSpecError, load_module_file
+    from ...check.worker import KernelSpecError, load_module_file
     if not os.path.exists(path):
         raise UsageError(f"no such file: {os.path.abspath(path)}")
     try:
@@ -195,8 +197,8 @@ def load_problem(path: str, scale: float = 1.0, max_elements: Optional[int] = No
     Load it once per run, before any candidate runs, and pass the :class:`Problem` on
     (``check_kernelbench(problem=...)``): the parent never executes the file again.
     ``scale`` / ``max_elements``: its sizes shrunk consistently (see
-    :mod:`kcontract.kernelbench_scale`)."""
-    from .check.worker import source_sha256
+    :mod:`.scale`)."""
+    from ...check.worker import source_sha256
     digest = source_sha256(path) if os.path.exists(path) else ""
     if not 0 < float(scale) <= 1.0:
         raise UsageError(f"--scale must be in (0, 1], not {scale}")
@@ -277,7 +279,7 @@ def shape_variants(constants: Mapping[str, int]) -> list[tuple[str, dict]]:
 
 # -- values and conversions ------------------------------------------------------------
 def _adapter():
-    from .adapters.torch_adapter import TorchAdapter
+    from ...adapters.torch_adapter import TorchAdapter
     return TorchAdapter()
 
 
@@ -449,7 +451,7 @@ class Oracle:
 
     def tolerance(self, args: Sequence, ref: np.ndarray, low: Optional[np.ndarray],
                   declared_acc: float) -> np.ndarray:
-        from .language.vocabulary import pgamma
+        from ...language.vocabulary import pgamma
         a = self.derive(args, declared_acc)
         ref = np.asarray(ref, dtype=np.float64)
         finite = np.isfinite(ref)
@@ -532,7 +534,7 @@ def make_inputs(problem: Problem, overrides: Mapping[str, int], family: str, dty
     """Inputs for one case: ``get_inputs()`` under a seed gives the shapes, dtypes and
     non-float arguments; ``problem`` keeps its float values, another family replaces
     them (drawn from :mod:`kcontract.ops.families`); floats are rounded to ``dtype``."""
-    from .ops.families import get_family
+    from ...ops.families import get_family
     fmt = get_format(dtype)
     raw = [_to_plain(x) for x in problem.raw_inputs(overrides, seed)]
     rng = np.random.default_rng([seed, zlib_crc(family)])
@@ -555,7 +557,7 @@ def zlib_crc(text: str) -> int:
 
 def inject_exceptional(args: list, kinds: tuple, seed: int) -> list:
     """NaN / +-Inf at a few positions of the first float input."""
-    from .ops.families import inject
+    from ...ops.families import inject
     out = list(args)
     for i, a in enumerate(out):
         if _is_float_array(a) and a.size:
@@ -579,7 +581,7 @@ def storage_dtype(name: str) -> np.dtype:
 class ModelProcess(KernelProcess):
     """A candidate ``ModelNew`` in its own worker; rebuilt after any restart."""
 
-    worker_module = "kcontract.kernelbench_worker"
+    worker_module = "kcontract.integrations.kernelbench.worker"
 
     def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
                  timeout: float = 60.0):
@@ -892,7 +894,7 @@ class ModuleCheck:
         where = ""
         tb = exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+            if tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_ROOT):
                 where = f" (in {tb.tb_frame.f_code.co_name})"
             tb = tb.tb_next
         message = (f"the checker could not handle this problem's inputs or outputs{where}: "
@@ -1252,7 +1254,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     wanted = list(classes or MODULE_CLASSES)
     for w in wanted:
         if w not in MODULE_CLASSES:
-            from .errors import did_you_mean
+            from ...errors import did_you_mean
             raise UsageError(f"{w!r} is not a class the KernelBench path checks "
                              f"({', '.join(MODULE_CLASSES)}){did_you_mean(w, MODULE_CLASSES)}")
     if not os.path.exists(candidate):
@@ -1274,7 +1276,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
              + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items())
              + (f" --max-elements {sc.max_elements}" if sc.max_elements else "")
              + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else ""))
-    from .adapters import get_adapter
+    from ...adapters import get_adapter
     env = get_adapter("torch").environment(device)
     env["kcontract"] = __version__
     env["problem_sha256"] = problem.sha256

@@ -1,0 +1,1 @@
+"""Integrations of the checker with other tools (test runners, benchmark suites)."""
