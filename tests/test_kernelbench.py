@@ -38,6 +38,10 @@ def test_candidate_verdicts_and_kernelbench_column(cand):
     if want["kcontract"]:
         missing = set(want["kcontract"]) - set(run.failing)
         assert not missing, f"{cand.name}: {missing} not reported; failing={run.failing}"
+        if "code" in want:  # caught for the right reason, not by a neighbouring check
+            cls = want["code"].split(".")[0]
+            (res,) = [r for r in run.run.results if r.contract == cls]
+            assert res.signature["code"] == want["code"], (res.signature, res.message)
     else:
         bad = [(r.contract, r.message) for r in run.run.results
                if r.verdict.value not in ("pass", "skipped")]
@@ -301,3 +305,116 @@ def test_cli_scale_says_the_check_ran_at_a_reduced_size(run_cli, tmp_path):
     (run,) = json.loads(out_json.read_text())["runs"]
     assert run["scale"]["sizes"]["batch_size"] == {"written": 16, "used": 8}
     assert run["run"]["environment"]["problem_scale"]["reduced"] is True
+
+
+@pytest.mark.parametrize("cand", ["new_honest.py", "new_half_rate.py", "new_no_dropout.py"])
+def test_train_mode_draws_the_same_masks_on_both_sides(cand):
+    """--train: both models in training mode, each forward pass seeded alike on both sides,
+    so an honest dropout passes; one that drops another fraction, or none, is caught (in
+    eval mode both are honest: the generic candidate test runs them there)."""
+    want = expected(KB / "dropout" / cand)["train"]
+    run = check_kernelbench(str(KB / "dropout" / "problem.py"), str(KB / "dropout" / cand),
+                            seed=SEED, classes=["C-PRC-01", "C-ORD-02"], kernelbench=False,
+                            train=True)
+    assert run.to_json()["mode"] == "train" and "--train" in run.run.results[0].reproduce
+    if want:
+        assert set(want) <= set(run.failing), run.failing
+        (prc,) = [r for r in run.run.results if r.contract == "C-PRC-01"]
+        assert prc.signature["code"] == "C-PRC-01.inaccurate"
+    else:
+        assert run.verdict == "conformant", [r.message for r in run.run.results]
+    # identical inputs, identical masks: training mode stays deterministic per call
+    (det,) = [r for r in run.run.results if r.contract == "C-ORD-02"]
+    assert det.verdict.value == "pass", det.message
+
+
+def _held_array_bytes(root) -> int:
+    """Bytes of the numpy arrays reachable from ``root`` through containers and instance
+    attributes (not through modules, classes, functions or torch objects)."""
+    import types
+
+    import numpy as np
+    seen, total, stack = set(), 0, [root]
+    skip = (types.ModuleType, type, types.FunctionType, types.MethodType,
+            types.BuiltinFunctionType, torch.nn.Module, torch.Tensor)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            total += obj.nbytes
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.extend(vars(obj).values())
+    return total
+
+
+def test_memory_held_does_not_grow_with_the_number_of_cases(monkeypatch):
+    """Cases stream: after a class, the check holds summaries and digests of its cases,
+    not their arrays, so what it holds is the same for 2 fresh calls or 16."""
+    from kcontract.integrations.kernelbench import check as kb
+    held, cases = {}, {}
+    original = kb.ModuleCheck.run_class
+
+    def spy(self, cls):
+        res = original(self, cls)
+        held[kb.FRESH_CALLS] = _held_array_bytes(self)
+        cases[kb.FRESH_CALLS] = res.cases
+        return res
+
+    monkeypatch.setattr(kb.ModuleCheck, "run_class", spy)
+    for n in (2, 16):
+        monkeypatch.setattr(kb, "FRESH_CALLS", n)
+        run = check_kernelbench(str(KB / "matmul" / "problem.py"),
+                                str(KB / "matmul" / "new_honest.py"), seed=SEED,
+                                classes=["C-CMP-03"], kernelbench=False)
+        assert run.verdict == "conformant"
+    assert cases[16] == cases[2] + 14
+    assert held[16] == held[2], held
+
+
+MEMORY_HUNGRY = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        if x.dtype == torch.float64:  # the float64 oracle needs more than the machine has
+            torch.empty(1 << 46)
+        return x * 2
+
+
+batch_size = 16
+dim = 32
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_memory_running_out_in_the_oracle_is_a_verdict(run_cli, tmp_path):
+    (tmp_path / "problem.py").write_text(MEMORY_HUNGRY)
+    (tmp_path / "new.py").write_text("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                                     "    def forward(self, x):\n        return x + x\n")
+    out_json = tmp_path / "runs.json"
+    code, stdout, stderr = run_cli("kernelbench", tmp_path / "problem.py", tmp_path / "new.py",
+                                   "--seed", SEED, "--contract", "C-PRC-01", "--contract",
+                                   "C-CMP-03", "--no-kernelbench", "--json", out_json)
+    assert code == 1 and "Traceback" not in stderr, stderr
+    (run,) = json.loads(out_json.read_text())["runs"]
+    codes = {r["contract"]: (r["verdict"], r["signature"]["code"]) for r in run["run"]["results"]}
+    assert codes == {"C-PRC-01": ("error", "checker.memory"),
+                     "C-CMP-03": ("error", "checker.memory")}, codes

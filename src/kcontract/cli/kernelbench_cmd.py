@@ -94,11 +94,14 @@ def summary_line(runs: Sequence) -> str:
                    "consistently: tuples and sizes derived at import follow")
 @click.option("--max-elements", type=int, default=None,
               help="shrink the sizes until no input or weight holds more elements than this")
+@click.option("--train", is_flag=True,
+              help="check training mode (dropout on) with the same RNG seed on both sides "
+                   "before every forward pass; the default is eval mode")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the runs as JSON")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="write the comparison table")
 @click.option("-v", "--verbose", is_flag=True, help="every candidate's full verdict table")
 def kernelbench_command(reference, candidates, dtype, device, classes, declare, seed, timeout,
-                        skip_kb, scale, max_elements, json_path, markdown, verbose):
+                        skip_kb, scale, max_elements, train, json_path, markdown, verbose):
     """Check KernelBench candidates (files defining ModelNew) against REFERENCE (a
     problem file: Model, get_inputs, get_init_inputs), and show beside each what
     KernelBench's own check says.
@@ -118,7 +121,8 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
                 else nullcontext():
             run = check_kernelbench(reference, cand, dtype=dtype, device=device,
                                     classes=list(classes) or None, declare=declared, seed=seed,
-                                    timeout=timeout, kernelbench=not skip_kb, problem=problem)
+                                    timeout=timeout, kernelbench=not skip_kb, problem=problem,
+                                    train=train)
         runs.append(run)
         if verbose or len(candidates) == 1:
             print_run(run.run.to_json(), console)

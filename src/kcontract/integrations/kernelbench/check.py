@@ -19,7 +19,9 @@ classes that apply to any module:
 ``C-EXC-01`` NaN and Inf injected into the inputs appear in the output exactly where
     the float64 reference puts them.
 
-Both models run in eval mode (dropout off).  ``--scale`` / ``--max-elements`` shrink
+Both models run in eval mode (dropout off), or both in training mode (``--train``) with
+every forward pass seeded alike on both sides from its inputs (the same dropout masks for
+an honest candidate).  ``--scale`` / ``--max-elements`` shrink
 the problem's sizes first (:mod:`.scale`).
 
 The oracle is the reference ``Model`` run in float64 here, with the weights the
@@ -68,9 +70,9 @@ import numpy as np
 
 from ... import __version__
 from ...adapters.base import Adapter
-from ...check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
-                           validated_output)
-from ...check.sandbox import CallResult, KernelLoadError, KernelProcess
+from ...check.engine import (FAILURE_CODES, Comparison, KernelFailure, Measurement,
+                              make_violation, raise_for_failure, validated_output)
+from ...check.sandbox import CallResult, KernelLoadError, KernelProcess, output_digest
 from ...check.seeds import derive_seed
 from ...check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
 from ...claims import make_claims
@@ -341,9 +343,11 @@ class Oracle:
     """The reference model at one shape: float64 (the oracle), at the dtype (its own
     rounding error sets a floor), and on absolute values (the magnitude)."""
 
-    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int):
+    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int,
+                 train: bool = False):
         torch = _torch()
         self.problem, self.overrides, self.dtype = problem, dict(overrides), dtype
+        self.train = train
         self.fmt = get_format(dtype)
         self.init = problem.init_inputs(overrides)
         with problem.sized(overrides):
@@ -352,8 +356,10 @@ class Oracle:
         self.tdtype = getattr(torch, dtype)
         if isinstance(model, torch.nn.Module):
             # inference semantics (dropout off, batch norm on its running statistics): the
-            # candidate's worker puts ModelNew in eval mode too, so no two sides draw masks
-            model = model.eval()
+            # candidate's worker puts ModelNew in eval mode too, so no two sides draw masks;
+            # training mode (--train) on both sides, every forward pass seeded from its
+            # inputs (:func:`call_seed`) on both sides, so their masks agree
+            model = model.train(train)
         self.low = model.to(dtype=self.tdtype) if isinstance(model, torch.nn.Module) else model
         self.state = ({k: _to_plain(v) for k, v in self.low.state_dict().items()}
                       if isinstance(self.low, torch.nn.Module) else None)
@@ -372,9 +378,17 @@ class Oracle:
         #: inputs are ill-conditioned for this module)
         self.condition = 0.0
 
+    @contextmanager
+    def aligned(self, args: Sequence):
+        """In training mode, the RNG seeded as the candidate's worker seeds it for a call on
+        ``args`` (the same masks on both sides); nothing in eval mode."""
+        if self.train:
+            _torch().manual_seed(call_seed(args))
+        yield
+
     def reference(self, args: Sequence) -> np.ndarray:
         torch = _torch()
-        with torch.no_grad(), self.problem.sized(self.overrides):
+        with torch.no_grad(), self.problem.sized(self.overrides), self.aligned(args):
             out = self.f64(*[_to_torch(a, torch.float64) for a in args])
         return _out_numpy(out)[0]
 
@@ -386,7 +400,7 @@ class Oracle:
         ad = _adapter()
         views = [ad.relayout(_to_torch(a, torch.float64), layout) for a in args]
         try:
-            with torch.no_grad(), self.problem.sized(self.overrides):
+            with torch.no_grad(), self.problem.sized(self.overrides), self.aligned(args):
                 self.f64(*views)
         except Exception:
             return False
@@ -394,7 +408,7 @@ class Oracle:
 
     def at_dtype(self, args: Sequence) -> np.ndarray:
         torch = _torch()
-        with torch.no_grad(), self.problem.sized(self.overrides):
+        with torch.no_grad(), self.problem.sized(self.overrides), self.aligned(args):
             out = self.low(*[_to_torch(a) for a in args])
         arr, meta = _out_numpy(out)
         self.out_dtype = meta["dtype"]
@@ -403,7 +417,7 @@ class Oracle:
     def magnitude(self, args: Sequence) -> Optional[np.ndarray]:
         torch = _torch()
         try:
-            with torch.no_grad(), self.problem.sized(self.overrides):
+            with torch.no_grad(), self.problem.sized(self.overrides), self.aligned(args):
                 out = self.absm(*[_abs(_to_torch(a, torch.float64)) for a in args])
             mag = np.abs(np.asarray(_out_numpy(out)[0], dtype=np.float64))
             return np.where(np.isfinite(mag), mag, 0.0)
@@ -425,7 +439,7 @@ class Oracle:
         params = ([p for p in self.absm.parameters() if p.is_floating_point()]
                   if isinstance(self.absm, torch.nn.Module) else [])
         try:
-            with self.problem.sized(self.overrides):
+            with self.problem.sized(self.overrides), self.aligned(args):
                 out = self.absm(*call_args)
             if isinstance(out, (tuple, list)):
                 out = out[0]
@@ -496,7 +510,7 @@ class Oracle:
                 else:
                     pert.append(a)
             try:
-                with torch.no_grad(), self.problem.sized(self.overrides):
+                with torch.no_grad(), self.problem.sized(self.overrides), self.aligned(args):
                     out = self.f64(*[_to_torch(p, torch.float64) for p in pert])
                 got = np.asarray(_out_numpy(out)[0], dtype=np.float64)
             except Exception:
@@ -584,10 +598,11 @@ class ModelProcess(KernelProcess):
     worker_module = "kcontract.integrations.kernelbench.worker"
 
     def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, train: bool = False):
         super().__init__(f"{os.path.abspath(candidate)}:ModelNew", framework="torch",
                          device=device, timeout=timeout)
         self.dtype = dtype
+        self.train = train
         self._build: Optional[dict] = None
         self.built: dict = {}
 
@@ -604,7 +619,7 @@ class ModelProcess(KernelProcess):
 
     def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
         self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
-                       "seed": seed}
+                       "seed": seed, "train": self.train}
         if self.ensure_alive():  # a fresh worker builds as it starts
             return self.built
         return self._send_build()
@@ -642,6 +657,8 @@ class KernelBenchRun:
     allowance: dict = field(default_factory=dict)
     #: the sizes the check ran at (reduced by ``--scale`` / ``--max-elements``, or not)
     scaling: Scaling = field(default_factory=Scaling)
+    #: the models' mode: ``eval`` (the default) or ``train`` (``--train``, aligned RNG)
+    mode: str = "eval"
 
     @property
     def verdict(self) -> str:
@@ -669,16 +686,46 @@ class KernelBenchRun:
                 "device": self.device, "seed": self.seed, "verdict": self.verdict,
                 "failing": self.failing, "kernelbench": jsonable(self.kernelbench),
                 "variants": jsonable(self.variants), "allowance": jsonable(self.allowance),
-                "scale": jsonable(self.scaling.as_dict()),
+                "scale": jsonable(self.scaling.as_dict()), "mode": self.mode,
                 "run": self.run.to_json()}
 
 
-class ModuleCheck:
-    """The generic protocols for one (problem, candidate) pair."""
+@dataclass
+class CaseSummary:
+    """What is kept of one measured case once it is compared: its verdict and the
+    statistics of its worst element (what a violation reports), not its arrays.  The
+    check streams its cases: memory holds one case's arrays at a time, however many run."""
+
+    case: Case
+    passed: bool
+    mismatched: int
+    total: int
+    summary: dict
+    #: elements NaN where the oracle is finite (an output left unwritten)
+    uninitialised: int = 0
+
+    @classmethod
+    def of(cls, cmp: "Comparison | CaseSummary") -> "CaseSummary":
+        if isinstance(cmp, CaseSummary):
+            return cmp
+        return cls(case=cmp.case, passed=cmp.passed, mismatched=cmp.mismatched,
+                   total=cmp.total, summary=cmp.stats(), uninitialised=_nan_where_finite(cmp))
+
+    def stats(self) -> dict:
+        return dict(self.summary)
+
+
+class ModuleCheck(Measurement):
+    """The generic protocols for one (problem, candidate) pair, on the check engine
+    (:class:`~kcontract.check.engine.Measurement`: call accounting, output validation,
+    tolerance ranges and violations)."""
 
     def __init__(self, problem: Problem, handle: ModelProcess, dtype: str, seed: int, claims,
-                 reproduce: str, progress: Optional[Callable[[], None]] = None):
+                 reproduce: str, progress: Optional[Callable[[], None]] = None,
+                 train: bool = False):
+        super().__init__(progress)
         self.problem, self.handle, self.dtype, self.seed = problem, handle, dtype, seed
+        self.train = train
         # separate seeds, one-way derived: what the candidate can read back from its own
         # process (torch.initial_seed() after the build) tells it nothing of the inputs
         self.build_seed = derive_seed(seed, "build")
@@ -687,19 +734,19 @@ class ModuleCheck:
         self.claims = claims
         self.u_acc = claims.accumulate.u
         self.reproduce = reproduce
-        self.progress = progress or (lambda: None)
         self.oracles: dict = {}
         self.variants: list[dict] = []
         self.current: Optional[str] = None
-        self.cases = 0
-        self.tol_range = [np.inf, -np.inf]
-        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
+        #: (output digest, input digest, CaseSummary) of every measured call, for stale
+        #: outputs: digests and summaries only, never the arrays
         self.history: list = []
 
     # -- shapes -------------------------------------------------------------------------
     def prepare_variants(self) -> list[tuple[str, dict]]:
         usable = []
-        for label, over in shape_variants(self.problem.constants):
+        todo = list(shape_variants(self.problem.constants))
+        while todo:
+            label, over = todo.pop(0)
             try:
                 orc = self.oracle(label, over)
                 args = make_inputs(self.problem, over, "problem", self.dtype, self.input_seed)
@@ -711,6 +758,8 @@ class ModuleCheck:
             except KernelFailure:
                 raise
             except Exception as exc:
+                if out_of_memory(exc):
+                    raise  # the checker's own limit, not the reference rejecting a shape
                 if label == "basic":
                     raise UsageError(f"the reference problem does not run: "
                                      f"{type(exc).__name__}: {exc}") from exc
@@ -718,11 +767,16 @@ class ModuleCheck:
                 self.variants.append({"label": label, "constants": dict(over), "used": False,
                                       "why": f"the reference rejects it ({type(exc).__name__}: "
                                              f"{str(exc)[:120]})"})
+                kind, _, names = label.partition(":")
+                if "+" in names:
+                    # sizes that share a value but not a role (channels and an image side):
+                    # the group rescaled together breaks a divisibility, so each one alone
+                    todo.extend((f"{kind}:{k}", {k: v}) for k, v in over.items())
         return usable
 
     def oracle(self, label: str, over: Mapping[str, int]) -> Oracle:
         if label not in self.oracles:
-            orc = Oracle(self.problem, over, self.dtype, self.build_seed)
+            orc = Oracle(self.problem, over, self.dtype, self.build_seed, self.train)
             orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.input_seed))
             self.oracles[label] = orc
         return self.oracles[label]
@@ -748,16 +802,12 @@ class ModuleCheck:
 
     def call(self, args: list, case: Case, verb: str = "call", extra: Optional[dict] = None
              ) -> CallResult:
-        t0 = time.perf_counter()
         payload = {"args": args, "poison": True,
                    "poison_bytes": int(sum(getattr(a, "nbytes", 0) for a in args))}
+        if self.train:  # the seed the reference's forward pass on these inputs runs under
+            payload["rng_seed"] = call_seed(args)
         payload.update(extra or {})
-        res = self.handle.request(verb, payload)
-        self.timings["call"] += time.perf_counter() - t0
-        self.timings["kernel"] += float(res.seconds or 0.0)
-        self.cases += 1
-        self.progress()
-        return res
+        return self.timed_call(lambda: self.handle.request(verb, payload))
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
@@ -767,7 +817,7 @@ class ModuleCheck:
                                 who="ModelNew")
 
     def measure(self, label: str, over, family: str, trial: int, *, args=None,
-                salt: str = "", layout: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
+                salt: str = "", layout: str = "") -> Optional[tuple[CaseSummary, np.ndarray]]:
         """Run one case; None when it lies outside the problem's domain at this dtype
         (the reference at the dtype is non-finite where the oracle is finite, or the
         oracle is non-finite on finite inputs).  ``layout``: the candidate gets its inputs
@@ -784,15 +834,17 @@ class ModuleCheck:
         out = self.validate(self.call(args, case, extra={"layout": layout} if layout else None),
                             case, ref)
         cmp = self.compare(orc, case, args, out, ref, low)
-        self.remember(args, out, cmp)
-        return cmp, out
+        return self.remember(args, out, cmp), out
 
-    def remember(self, args, out, cmp: Comparison) -> None:
-        """Every measured call's output and input digests: a failing output that an
-        earlier call on other inputs returned is a stale one."""
-        self.history.append((_digest([out]), _digest(args), cmp))
+    def remember(self, args, out, cmp: Comparison) -> CaseSummary:
+        """Every measured call's output and input digests, and the summary of its
+        comparison (what is kept of it): a failing output that an earlier call on other
+        inputs returned is a stale one."""
+        summary = CaseSummary.of(cmp)
+        self.history.append((output_digest(out), inputs_digest(args), summary))
+        return summary
 
-    def stale(self, since: int = 0) -> Optional[tuple[Comparison, Comparison]]:
+    def stale(self, since: int = 0) -> Optional[tuple[CaseSummary, CaseSummary]]:
         """(a failing comparison from ``since`` on, the earlier one whose output it repeats).
         Only a repeat of an output that was right for its own inputs is stale (a cached or
         replayed result); the same wrong output for different inputs (zeros where a shape
@@ -816,10 +868,7 @@ class ModuleCheck:
         with np.errstate(all="ignore"):
             ok = (np.abs(out64 - ref64) <= tol) | (
                 ~np.isfinite(ref64) & _same_exceptional(out64, ref64))
-        finite = tol[np.isfinite(tol)]
-        if finite.size:
-            self.tol_range[0] = min(self.tol_range[0], float(finite.min()))
-            self.tol_range[1] = max(self.tol_range[1], float(finite.max()))
+        self.note_tolerance(tol)
         return Comparison(case=case, ok=ok, out=out64, ref=ref64, tol=tol)
 
     # -- results -------------------------------------------------------------------------
@@ -831,9 +880,7 @@ class ModuleCheck:
         if al is not None:
             text += (f" with n={al.n} ({al.method}), s={al.stages}, u={al.u:.3g}, "
                      f"u_acc={al.u_acc:.3g}, kappa={al.kappa:g}")
-        lo, hi = self.tol_range
-        if np.isfinite(lo):
-            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
+        text = self.ranged(text)
         return text if cls not in ("C-ORD-02", "C-EXC-01") else (
             "bitwise identical" if cls == "C-ORD-02" else "NaN/+Inf/-Inf exactly where the oracle has them")
 
@@ -844,16 +891,10 @@ class ModuleCheck:
         v = None
         sig = {}
         if status == Status.VIOLATION:
-            st = cmp.stats() if cmp is not None else {}
-            c = case or (cmp.case if cmp is not None else None)
-            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=c,
-                          code=code or f"{cls}.violated", message=message,
-                          mismatched=st.get("mismatched", 0), total=st.get("total", 0),
-                          index=st.get("index"), actual=st.get("actual"),
-                          expected=st.get("expected"), max_abs=st.get("max_abs"),
-                          max_rel=st.get("max_rel"), allowed=st.get("allowed"),
-                          measured=st.get("measured"), quantities=dict(quantities or {}),
-                          reproduce=f"{self.reproduce} --contract {cls}")
+            v = make_violation(cmp, contract_id=f"kb-{cls.lower()}", contract_class=cls,
+                               code=code or f"{cls}.violated", message=message,
+                               quantities=quantities, case=case,
+                               reproduce=f"{self.reproduce} --contract {cls}")
             sig = {"code": v.code, **dict(quantities or {})}
         return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=status,
                               message=message, tolerance=self.tolerance_text(cls), violation=v,
@@ -890,7 +931,7 @@ class ModuleCheck:
         """A failure of the checker while it handled the problem's inputs or outputs (an
         input dtype a step does not support, memory exhausted by the oracle): an error
         verdict with a code, so the run and its JSON survive and the other classes run."""
-        code = "checker.memory" if isinstance(exc, MemoryError) else "checker.problem-io"
+        code = "checker.memory" if out_of_memory(exc) else "checker.problem-io"
         where = ""
         tb = exc.__traceback__
         while tb is not None:
@@ -912,7 +953,7 @@ class ModuleCheck:
                 if got is None:
                     skipped += 1
                     continue
-                comps.append(got[0])
+                comps.append(got[0])  # a summary: the case's arrays are gone with it
         return comps, skipped
 
     def _verdict(self, cls, t0, comps, skipped, headline, code) -> ContractResult:
@@ -937,7 +978,7 @@ class ModuleCheck:
                            f"{', '.join(fams)}{ill + ', so the excess is the kernel' + chr(39) + 's' if ill else ''})",
                            cmp=worst_cmp, code=code,
                            quantities={"failing_families": fams, "failing_cases": len(bad),
-                                       "uninitialised": _nan_where_finite(worst_cmp)},
+                                       "uninitialised": worst_cmp.uninitialised},
                            details={"cases": rows}, t0=t0)
 
     def precision(self, cls, t0):
@@ -1025,7 +1066,7 @@ class ModuleCheck:
     def polymorphism(self, cls, t0):
         since = len(self.history)
         # 1. fresh results: back-to-back calls with fresh inputs at the benchmarked shape
-        fresh: list[Comparison] = []
+        fresh: list[CaseSummary] = []
         for trial in range(FRESH_CALLS):
             got = self.measure("basic", {}, "problem", trial, salt="fresh")
             if got is not None:
@@ -1041,7 +1082,7 @@ class ModuleCheck:
         if "basic" in per_variant:
             order = self._orders()
         comps_all = fresh + [c for _, cs in per_variant.values() for c in cs] + [
-            c for c in (order or ()) if isinstance(c, Comparison)]
+            c for c in (order or ()) if isinstance(c, CaseSummary)]
         outs = self.history[since:]
         fresh_ids = {id(c) for c in fresh}
         digests = [d for d, _, c in outs if id(c) in fresh_ids]
@@ -1081,7 +1122,7 @@ class ModuleCheck:
                 cmp=worst_cmp, code="C-CMP-03.shape-specialised",
                 quantities={"failing_shapes": {lab: bad_variants[lab] for lab in bad_variants},
                             "passing_shapes": good}, t0=t0)
-        if (order is not None and isinstance(order[1], Comparison) and order[1].passed
+        if (order is not None and isinstance(order[1], CaseSummary) and order[1].passed
                 and not order[0].passed):
             return self.result(cls, Status.VIOLATION,
                                "correct only when the reference ran first in the same "
@@ -1117,7 +1158,7 @@ class ModuleCheck:
                 quantities={"layouts": {k: ("skipped: the reference rejects it" if v is None
                                             else "fail" if k in bad_layouts else "pass")
                                         for k, v in layouts.items()}}, t0=t0)
-        comps_all += [c for c in layouts.values() if isinstance(c, Comparison)]
+        comps_all += [c for c in layouts.values() if isinstance(c, CaseSummary)]
         bad = [c for c in comps_all if not c.passed]
         if bad:
             return self.result(cls, Status.SKIPPED,
@@ -1144,7 +1185,7 @@ class ModuleCheck:
 
     def _layouts(self) -> dict:
         """The benchmarked shape on fresh inputs given as non-contiguous views: layout ->
-        Comparison, KernelFailure (the candidate raised or returned a wrong shape), or None
+        CaseSummary, KernelFailure (the candidate raised or returned a wrong shape), or None
         (the reference itself rejects the layout, or the case is outside the domain)."""
         out: dict = {}
         for lay in Adapter.LAYOUTS:
@@ -1162,7 +1203,7 @@ class ModuleCheck:
             out[lay] = got[0] if got is not None else None
         return out
 
-    def _orders(self) -> tuple[Comparison, "Optional[Comparison | KernelFailure]"]:
+    def _orders(self) -> tuple[CaseSummary, "Optional[CaseSummary | KernelFailure]"]:
         """The same input, candidate alone, then after the reference in its process."""
         orc = self.use("basic", {})
         args = self.inputs({}, "problem", 0, "order")
@@ -1170,8 +1211,7 @@ class ModuleCheck:
         low = orc.at_dtype(args)
         case_a = self.case("basic", {}, "problem", 0, order="candidate-first")
         out_a = self.validate(self.call(args, case_a), case_a, ref)
-        cmp_a = self.compare(orc, case_a, args, out_a, ref, low)
-        self.remember(args, out_a, cmp_a)
+        cmp_a = self.remember(args, out_a, self.compare(orc, case_a, args, out_a, ref, low))
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
         res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
@@ -1186,18 +1226,34 @@ class ModuleCheck:
             if fail.code.startswith("integrity."):
                 raise
             return cmp_a, fail  # fails only after the reference ran: the order is at fault
-        return cmp_a, self.compare(orc, case_b, args, out_b, ref, low)
+        return cmp_a, CaseSummary.of(self.compare(orc, case_b, args, out_b, ref, low))
 
 
-def _digest(arrays) -> str:
+def inputs_digest(args) -> str:
+    """The identity of a call's inputs: :func:`~kcontract.check.sandbox.output_digest` of
+    every array, the ``repr`` of every other value."""
     h = hashlib.sha1()
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            h.update(str(a.dtype).encode() + str(a.shape).encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        else:
-            h.update(repr(a).encode())
+    for a in args:
+        h.update((output_digest(a) if isinstance(a, np.ndarray) else repr(a)).encode())
     return h.hexdigest()
+
+
+def call_seed(args) -> int:
+    """The seed of the RNG before a forward pass on ``args`` in training mode, the same on
+    both sides (the reference here, ``ModelNew`` in its worker): drawn from the inputs, so
+    every call has its own masks and the candidate learns nothing it was not given."""
+    return int(inputs_digest(args)[:8], 16) & 0x7FFFFFFF
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is memory running out (Python's, numpy's, or torch's CPU
+    allocator, which raises a RuntimeError)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "not enough memory" in text
+                                              or "out of memory" in text)
 
 
 def _where(case: Case) -> str:
@@ -1240,11 +1296,13 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                       timeout: float = 60.0, kernelbench: bool = True,
                       progress: Optional[Callable[[], None]] = None,
                       problem: Optional[Problem] = None, scale: float = 1.0,
-                      max_elements: Optional[int] = None) -> KernelBenchRun:
+                      max_elements: Optional[int] = None, train: bool = False) -> KernelBenchRun:
     """Check the candidate file's ``ModelNew`` against the reference file's ``Model``
     (``problem``: the reference already loaded by :func:`load_problem`).
 
-    ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
+    ``train``: both models in training mode (dropout on), every forward pass on both
+    sides under the same seed, drawn from its inputs (:func:`call_seed`); the default is
+    eval mode on both sides.  ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
     weights a candidate cannot have precomputed.  Never raises for the candidate's
     misbehaviour (that is a verdict); raises :class:`UsageError` for a reference
     that is not a KernelBench problem or bad arguments."""
@@ -1275,19 +1333,21 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
              f"--dtype {dtype} --seed {seed}" + ("" if device == "cpu" else f" --device {device}")
              + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items())
              + (f" --max-elements {sc.max_elements}" if sc.max_elements else "")
-             + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else ""))
+             + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else "")
+             + (" --train" if train else ""))
     from ...adapters import get_adapter
     env = get_adapter("torch").environment(device)
     env["kcontract"] = __version__
     env["problem_sha256"] = problem.sha256
     env["problem_scale"] = sc.as_dict()  # the sizes actually used
+    env["module_mode"] = "train" if train else "eval"
     run = RunResult(kernel=os.path.abspath(candidate), op=f"kernelbench:{problem.name}",
                     dtype=dtype, framework="torch", device=device, claims=claims.as_dict(),
                     environment=env, suite_version=__version__)
     out = KernelBenchRun(reference=os.path.abspath(reference), candidate=os.path.abspath(candidate),
                          problem=problem.name, dtype=dtype, device=device, seed=seed, run=run,
-                         scaling=sc)
-    handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout)
+                         scaling=sc, mode="train" if train else "eval")
+    handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout, train=train)
     try:
         try:
             run.sandbox = handle.sandbox_name
@@ -1300,7 +1360,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                                                   signature={"code": "kernel.load"}))
             handle = None
         if handle is not None:
-            mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress)
+            mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress, train=train)
             order = [c for c in MODULE_CLASSES if c in wanted]
             tampered = None
             for cls in order:
