@@ -9,7 +9,9 @@ from __future__ import annotations
 
 _EXPORTS = {
     "check": ("KERNELBENCH_TOLERANCE", "KERNELBENCH_TRIALS", "MODULE_CLASSES", "KernelBenchRun",
-              "Problem", "check_kernelbench", "load_problem", "shape_variants", "make_inputs"),
+              "check_kernelbench"),
+    "problem_op": ("Problem", "ProblemOp", "Oracle", "load_problem", "shape_variants",
+                   "make_inputs"),
     "scale": ("Scaling", "largest_input"),
 }
 

@@ -82,7 +82,8 @@ class ModelWorker(Worker):
                 loaded = True
         self.train = bool(payload.get("train"))
         if isinstance(model, torch.nn.Module):
-            model = model.to(device=self.device, dtype=getattr(torch, self.dtype)).train(self.train)
+            model = model.to(device=self.device, dtype=getattr(torch, self.dtype))
+            model = model.train(self.train)
         self.fn = model
         # what building the model did to process state is the candidate's doing too
         self.build_info = {"weights": "reference" if loaded else "seeded",
