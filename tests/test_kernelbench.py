@@ -58,6 +58,12 @@ def test_every_problem_has_an_honest_candidate_and_kernelbench_is_fooled():
     assert len(fooled) >= 6
     for folder in problems:
         assert (folder / "new_honest.py").exists()
+    # each kind of KernelBench problem faces the five hacks
+    hacks = ("new_bf16.py", "new_cached.py", "new_shape_only.py", "new_skipped_tails.py",
+             "new_zeros_large.py")
+    for kind in ("bmm", "sum_reduce", "gelu", "conv2d", "cross_entropy", "conv_bias_relu_gn",
+                 "matmul_scale_residual"):
+        assert all((KB / kind / h).exists() for h in hacks), kind
 
 
 def test_problem_constants_and_shape_variants():
