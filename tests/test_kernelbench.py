@@ -424,3 +424,28 @@ def test_memory_running_out_in_the_oracle_is_a_verdict(run_cli, tmp_path):
     codes = {r["contract"]: (r["verdict"], r["signature"]["code"]) for r in run["run"]["results"]}
     assert codes == {"C-PRC-01": ("error", "checker.memory"),
                      "C-CMP-03": ("error", "checker.memory")}, codes
+
+
+def test_a_problem_is_an_op():
+    """The problem as an op: inputs in get_inputs() order, its size literals as symbols,
+    the rescaled shapes as its shape class, the float64 Model at each shape as its oracle."""
+    import numpy as np
+
+    from kcontract.formats import get_format
+    from kcontract.integrations.kernelbench.problem_op import ProblemOp
+    from kcontract.ops.base import Op
+    p = load_problem(str(KB / "cross_entropy" / "problem.py"))
+    op = ProblemOp.of(p, "float32", build_seed=1, input_seed=2)
+    assert isinstance(op, Op) and op.inputs == ("arg0", "arg1")
+    assert op.basic_shape == {"batch_size": 64, "num_classes": 48}
+    assert {"batch_size": 65, "num_classes": 49} in op.shape_class
+    smaller = {"batch_size": 5, "num_classes": 7}
+    assert op.input_shapes(smaller) == {"arg0": (5, 7), "arg1": (5,)}
+    x = op.generate(smaller, get_format("float32"), "normal", np.random.default_rng(0))
+    assert x["arg0"].dtype == np.float32 and x["arg1"].dtype.kind == "i"
+    assert x["arg1"].max() < 7  # the targets follow the class count derived at import
+    assert op.output_shape(smaller) == ()
+    logits = x["arg0"].astype(np.float64)
+    lse = np.log(np.exp(logits).sum(axis=1))
+    want = np.mean(lse - logits[np.arange(5), x["arg1"]])
+    assert np.isclose(op.oracle(x), want, rtol=1e-12)
