@@ -67,8 +67,8 @@ class ModelNew(nn.Module):
 
 ONE = textwrap.dedent('''\
     import json, resource, sys, time
-    from kcontract.kernelbench import check_kernelbench, load_problem
-    from kcontract.kernelbench_scale import largest_input
+    from kcontract.integrations.kernelbench.check import check_kernelbench, load_problem
+    from kcontract.integrations.kernelbench.scale import largest_input
     ref, cand, scale = sys.argv[1], sys.argv[2], float(sys.argv[3])
     t0 = time.perf_counter()
     p = load_problem(ref, scale)
@@ -96,6 +96,9 @@ def main() -> int:
             fh.write(CANDIDATE)
         print("kcontract kernelbench on KernelBench level 1 problem 40 (LayerNorm, "
               "16x64x256x256 at scale 1), honest candidate, every class")
+        load = os.getloadavg()
+        print(f"  at load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs "
+              "(1, 5, 15 min): the times are this machine's under that load")
         print(f"  {'scale':>8s} {'elements':>10s} {'seconds':>9s} {'checker MiB':>12s} "
               f"{'worker MiB':>11s}  verdict")
         for scale in args.scales:

@@ -231,7 +231,7 @@ def test_kernelbench_build_seed_gives_nothing_away():
     from it are not the inputs it gets."""
     pytest.importorskip("torch")
     from kcontract.check.seeds import derive_seed
-    from kcontract.kernelbench import load_problem, make_inputs
+    from kcontract.integrations.kernelbench.check import load_problem, make_inputs
     problem = load_problem(str(KB / "matmul" / "problem.py"))
     seed = 12345
     build, inputs = derive_seed(seed, "build"), derive_seed(seed, "inputs")

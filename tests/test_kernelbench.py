@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kcontract.errors import UsageError  # noqa: E402
-from kcontract.kernelbench import (MODULE_CLASSES, check_kernelbench, load_problem,  # noqa: E402
+from kcontract.integrations.kernelbench.check import (MODULE_CLASSES, check_kernelbench, load_problem,  # noqa: E402
                                    make_inputs, shape_variants)
 
 KB = Path(__file__).parent / "kernelbench"
@@ -38,6 +38,10 @@ def test_candidate_verdicts_and_kernelbench_column(cand):
     if want["kcontract"]:
         missing = set(want["kcontract"]) - set(run.failing)
         assert not missing, f"{cand.name}: {missing} not reported; failing={run.failing}"
+        if "code" in want:  # caught for the right reason, not by a neighbouring check
+            cls = want["code"].split(".")[0]
+            (res,) = [r for r in run.run.results if r.contract == cls]
+            assert res.signature["code"] == want["code"], (res.signature, res.message)
     else:
         bad = [(r.contract, r.message) for r in run.run.results
                if r.verdict.value not in ("pass", "skipped")]
@@ -54,6 +58,12 @@ def test_every_problem_has_an_honest_candidate_and_kernelbench_is_fooled():
     assert len(fooled) >= 6
     for folder in problems:
         assert (folder / "new_honest.py").exists()
+    # each kind of KernelBench problem faces the five hacks
+    hacks = ("new_bf16.py", "new_cached.py", "new_shape_only.py", "new_skipped_tails.py",
+             "new_zeros_large.py")
+    for kind in ("bmm", "sum_reduce", "gelu", "conv2d", "cross_entropy", "conv_bias_relu_gn",
+                 "matmul_scale_residual"):
+        assert all((KB / kind / h).exists() for h in hacks), kind
 
 
 def test_problem_constants_and_shape_variants():
@@ -184,7 +194,7 @@ def test_a_problem_may_import_its_neighbours(tmp_path):
 def test_a_failure_of_the_checker_on_the_problems_values_is_a_verdict(monkeypatch):
     """A step of the checker that cannot handle a problem's inputs or outputs gives an error
     verdict with a code for that class; the other classes still run and the run has JSON."""
-    from kcontract import kernelbench as kb
+    from kcontract.integrations.kernelbench import check as kb
 
     def broken(self, args, layout):
         raise TypeError("torch.bool is not supported by torch.iinfo")
@@ -229,7 +239,7 @@ def test_scale_rewrites_sizes_in_tuples_and_the_sizes_derived_from_them():
 
 
 def test_max_elements_picks_the_scale_and_the_run_reports_it():
-    from kcontract.kernelbench_scale import largest_input
+    from kcontract.integrations.kernelbench.scale import largest_input
     p = load_problem(str(KB / "softmax" / "problem.py"), max_elements=20000)
     assert 5000 < largest_input(p.module) <= 20000  # 16 x 16384 at full size
     run = check_kernelbench(str(KB / "softmax" / "problem.py"),
@@ -301,3 +311,141 @@ def test_cli_scale_says_the_check_ran_at_a_reduced_size(run_cli, tmp_path):
     (run,) = json.loads(out_json.read_text())["runs"]
     assert run["scale"]["sizes"]["batch_size"] == {"written": 16, "used": 8}
     assert run["run"]["environment"]["problem_scale"]["reduced"] is True
+
+
+@pytest.mark.parametrize("cand", ["new_honest.py", "new_half_rate.py", "new_no_dropout.py"])
+def test_train_mode_draws_the_same_masks_on_both_sides(cand):
+    """--train: both models in training mode, each forward pass seeded alike on both sides,
+    so an honest dropout passes; one that drops another fraction, or none, is caught (in
+    eval mode both are honest: the generic candidate test runs them there)."""
+    want = expected(KB / "dropout" / cand)["train"]
+    run = check_kernelbench(str(KB / "dropout" / "problem.py"), str(KB / "dropout" / cand),
+                            seed=SEED, classes=["C-PRC-01", "C-ORD-02"], kernelbench=False,
+                            train=True)
+    assert run.to_json()["mode"] == "train" and "--train" in run.run.results[0].reproduce
+    if want:
+        assert set(want) <= set(run.failing), run.failing
+        (prc,) = [r for r in run.run.results if r.contract == "C-PRC-01"]
+        assert prc.signature["code"] == "C-PRC-01.inaccurate"
+    else:
+        assert run.verdict == "conformant", [r.message for r in run.run.results]
+    # identical inputs, identical masks: training mode stays deterministic per call
+    (det,) = [r for r in run.run.results if r.contract == "C-ORD-02"]
+    assert det.verdict.value == "pass", det.message
+
+
+def _held_array_bytes(root) -> int:
+    """Bytes of the numpy arrays reachable from ``root`` through containers and instance
+    attributes (not through modules, classes, functions or torch objects)."""
+    import types
+
+    import numpy as np
+    seen, total, stack = set(), 0, [root]
+    skip = (types.ModuleType, type, types.FunctionType, types.MethodType,
+            types.BuiltinFunctionType, torch.nn.Module, torch.Tensor)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            total += obj.nbytes
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.extend(vars(obj).values())
+    return total
+
+
+def test_memory_held_does_not_grow_with_the_number_of_cases(monkeypatch):
+    """Cases stream: after a class, the check holds summaries and digests of its cases,
+    not their arrays, so what it holds is the same for 2 fresh calls or 16."""
+    from kcontract.integrations.kernelbench import check as kb
+    held, cases = {}, {}
+    original = kb.ModuleCheck.run_class
+
+    def spy(self, cls):
+        res = original(self, cls)
+        held[kb.FRESH_CALLS] = _held_array_bytes(self)
+        cases[kb.FRESH_CALLS] = res.cases
+        return res
+
+    monkeypatch.setattr(kb.ModuleCheck, "run_class", spy)
+    for n in (2, 16):
+        monkeypatch.setattr(kb, "FRESH_CALLS", n)
+        run = check_kernelbench(str(KB / "matmul" / "problem.py"),
+                                str(KB / "matmul" / "new_honest.py"), seed=SEED,
+                                classes=["C-CMP-03"], kernelbench=False)
+        assert run.verdict == "conformant"
+    assert cases[16] == cases[2] + 14
+    assert held[16] == held[2], held
+
+
+MEMORY_HUNGRY = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        if x.dtype == torch.float64:  # the float64 oracle needs more than the machine has
+            torch.empty(1 << 46)
+        return x * 2
+
+
+batch_size = 16
+dim = 32
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_memory_running_out_in_the_oracle_is_a_verdict(run_cli, tmp_path):
+    (tmp_path / "problem.py").write_text(MEMORY_HUNGRY)
+    (tmp_path / "new.py").write_text("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                                     "    def forward(self, x):\n        return x + x\n")
+    out_json = tmp_path / "runs.json"
+    code, stdout, stderr = run_cli("kernelbench", tmp_path / "problem.py", tmp_path / "new.py",
+                                   "--seed", SEED, "--contract", "C-PRC-01", "--contract",
+                                   "C-CMP-03", "--no-kernelbench", "--json", out_json)
+    assert code == 1 and "Traceback" not in stderr, stderr
+    (run,) = json.loads(out_json.read_text())["runs"]
+    codes = {r["contract"]: (r["verdict"], r["signature"]["code"]) for r in run["run"]["results"]}
+    assert codes == {"C-PRC-01": ("error", "checker.memory"),
+                     "C-CMP-03": ("error", "checker.memory")}, codes
+
+
+def test_a_problem_is_an_op():
+    """The problem as an op: inputs in get_inputs() order, its size literals as symbols,
+    the rescaled shapes as its shape class, the float64 Model at each shape as its oracle."""
+    import numpy as np
+
+    from kcontract.formats import get_format
+    from kcontract.integrations.kernelbench.problem_op import ProblemOp
+    from kcontract.ops.base import Op
+    p = load_problem(str(KB / "cross_entropy" / "problem.py"))
+    op = ProblemOp.of(p, "float32", build_seed=1, input_seed=2)
+    assert isinstance(op, Op) and op.inputs == ("arg0", "arg1")
+    assert op.basic_shape == {"batch_size": 64, "num_classes": 48}
+    assert {"batch_size": 65, "num_classes": 49} in op.shape_class
+    smaller = {"batch_size": 5, "num_classes": 7}
+    assert op.input_shapes(smaller) == {"arg0": (5, 7), "arg1": (5,)}
+    x = op.generate(smaller, get_format("float32"), "normal", np.random.default_rng(0))
+    assert x["arg0"].dtype == np.float32 and x["arg1"].dtype.kind == "i"
+    assert x["arg1"].max() < 7  # the targets follow the class count derived at import
+    assert op.output_shape(smaller) == ()
+    logits = x["arg0"].astype(np.float64)
+    lse = np.log(np.exp(logits).sum(axis=1))
+    want = np.mean(lse - logits[np.arange(5), x["arg1"]])
+    assert np.isclose(op.oracle(x), want, rtol=1e-12)

@@ -162,7 +162,65 @@ def validated_output(res: CallResult, shape: tuple, dtype: np.dtype,
     return np.array(out, dtype=want_dtype, order="C", copy=True)
 
 
-class Context:
+def make_violation(cmp: Optional[Comparison], *, contract_id: str, contract_class: str,
+                   code: str, message: str, reproduce: str,
+                   quantities: Optional[Mapping[str, Any]] = None,
+                   case: Optional[Case] = None) -> Violation:
+    """A :class:`~.verdict.Violation` from the comparison that shows it (its worst
+    element: index, actual, expected, measured and allowed error)."""
+    st = cmp.stats() if cmp is not None else {}
+    c = case or (cmp.case if cmp is not None else None)
+    return Violation(
+        contract_id=contract_id, contract_class=contract_class, case=c, code=code,
+        message=message, mismatched=st.get("mismatched", 0), total=st.get("total", 0),
+        index=st.get("index"), actual=st.get("actual"), expected=st.get("expected"),
+        max_abs=st.get("max_abs"), max_rel=st.get("max_rel"), allowed=st.get("allowed"),
+        measured=st.get("measured"), quantities=dict(quantities or {}), reproduce=reproduce)
+
+
+class Measurement:
+    """What every measurement keeps while it runs, whichever way its cases are drawn: the
+    cases run, the time spent in the kernel (as timed inside its worker), in the call round
+    trip and in the oracle, and the range of the tolerances the cases were held to.
+    :class:`Context` (the suite's protocols) and the KernelBench check stand on it."""
+
+    def __init__(self, progress: Optional[Callable[[], None]] = None):
+        self.progress = progress or (lambda: None)
+        self.cases = 0
+        self.tol_range = [np.inf, -np.inf]
+        #: seconds spent in the kernel (as timed inside the worker), the call round
+        #: trip (transfer + worker), and the oracle; the rest is the checker's own
+        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
+
+    def timed_call(self, request: Callable[[], CallResult]) -> CallResult:
+        """One call of the kernel (``request()``), counted and timed."""
+        t0 = time.perf_counter()
+        res = request()
+        self.timings["call"] += time.perf_counter() - t0
+        self.timings["kernel"] += float(res.seconds or 0.0)
+        self.cases += 1
+        self.progress()
+        return res
+
+    def note_tolerance(self, tol) -> None:
+        """Widen the range of tolerances the cases were held to."""
+        if tol is None:
+            return
+        t = np.asarray(tol, dtype=np.float64)
+        finite = t[np.isfinite(t)]
+        if finite.size:
+            self.tol_range[0] = min(self.tol_range[0], float(np.min(finite)))
+            self.tol_range[1] = max(self.tol_range[1], float(np.max(finite)))
+
+    def ranged(self, text: str) -> str:
+        """A tolerance's formula with the range of its values over the cases run."""
+        lo, hi = self.tol_range
+        if np.isfinite(lo):
+            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
+        return text
+
+
+class Context(Measurement):
     """Everything a protocol needs, bound to one contract and one kernel."""
 
     def __init__(self, contract: Contract, op: Op, dtype: Format, claims: Claims, kernel,
@@ -185,14 +243,9 @@ class Context:
         self.device = device
         self.user_seed = seed
         self.reproduce = reproduce
-        self.progress = progress or (lambda: None)
-        self.cases = 0
-        self.tol_range = [np.inf, -np.inf]
+        super().__init__(progress)
         self.max_cases = max_cases
         self.kernel_info = getattr(kernel, "info", {}) or {}
-        #: seconds spent in the kernel (as timed inside the worker), the call round
-        #: trip (transfer + worker), and the oracle; the rest is the checker's own
-        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
 
     # -- parameters -----------------------------------------------------------------
     @property
@@ -253,13 +306,7 @@ class Context:
         args = [inputs[name] for name in self.op.inputs]
         kw = self.kwargs() if kwargs is None else kwargs
         kw = self._accepted(kw)
-        t0 = time.perf_counter()
-        res = self.kernel.call(args, kw, layout=layout)
-        self.timings["call"] += time.perf_counter() - t0
-        self.timings["kernel"] += float(res.seconds or 0.0)
-        self.cases += 1
-        self.progress()
-        return res
+        return self.timed_call(lambda: self.kernel.call(args, kw, layout=layout))
 
     def _accepted(self, kw: dict) -> dict:
         accepts = self.kernel_info.get("accepts")
@@ -284,16 +331,11 @@ class Context:
             return self.run(inputs, case, kwargs)
         args = [inputs[name] for name in self.op.inputs]
         kw = self._accepted(self.kwargs() if kwargs is None else kwargs)
-        t0 = time.perf_counter()
         try:
-            res = self.kernel.sibling().call(args, kw)
+            res = self.timed_call(lambda: self.kernel.sibling().call(args, kw))
         except Exception as exc:  # the second worker does not load: the kernel's failure
             raise KernelFailure("kernel.load", f"a second worker could not load the kernel: "
                                 f"{exc}", case) from None
-        self.timings["call"] += time.perf_counter() - t0
-        self.timings["kernel"] += float(res.seconds or 0.0)
-        self.cases += 1
-        self.progress()
         return self.validate(res, case, inputs)
 
     def validate(self, res: CallResult, case: Case, inputs: Mapping[str, np.ndarray],
@@ -359,12 +401,7 @@ class Context:
                                     f"{ok.shape}, the output {np.shape(out64)}")
             ok = np.full(np.shape(out64), bool(ok))  # a scalar verdict holds for every element
         ok = declared_claims.honour_flush(self, ok, out64, ref)
-        if tol is not None:
-            t = np.asarray(tol, dtype=np.float64)
-            finite = t[np.isfinite(t)]
-            if finite.size:
-                self.tol_range[0] = min(self.tol_range[0], float(np.min(finite)))
-                self.tol_range[1] = max(self.tol_range[1], float(np.max(finite)))
+        self.note_tolerance(tol)
         return Comparison(case=case, ok=ok, out=out64, ref=np.asarray(ref, dtype=np.float64),
                           tol=None if tol is None else np.asarray(tol, dtype=np.float64), env=env)
 
@@ -381,11 +418,7 @@ class Context:
     # -- results ------------------------------------------------------------------------
     def tolerance_text(self) -> str:
         parts = [f"{k} = {e.source}" for k, e in self.contract.tolerance.items()]
-        text = "; ".join(parts)
-        lo, hi = self.tol_range
-        if np.isfinite(lo):
-            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
-        return text
+        return self.ranged("; ".join(parts))
 
     def reproduce_line(self, case: Optional[Case] = None) -> str:
         return self.reproduce
@@ -393,16 +426,12 @@ class Context:
     def violation(self, cmp: Optional[Comparison], *, code: Optional[str] = None,
                   message: str = "", quantities: Optional[Mapping[str, Any]] = None,
                   case: Optional[Case] = None) -> Violation:
-        st = cmp.stats() if cmp is not None else {}
         c = case or (cmp.case if cmp is not None else None)
-        return Violation(
-            contract_id=self.contract.id, contract_class=self.contract.cls, case=c,
+        return make_violation(
+            cmp, contract_id=self.contract.id, contract_class=self.contract.cls,
             code=code or f"{self.contract.cls}.{self.contract.signature.code}",
-            message=message or self.contract.signature.summary,
-            mismatched=st.get("mismatched", 0), total=st.get("total", 0), index=st.get("index"),
-            actual=st.get("actual"), expected=st.get("expected"), max_abs=st.get("max_abs"),
-            max_rel=st.get("max_rel"), allowed=st.get("allowed"), measured=st.get("measured"),
-            quantities=dict(quantities or {}), reproduce=self.reproduce_line(c))
+            message=message or self.contract.signature.summary, quantities=quantities,
+            case=c, reproduce=self.reproduce_line(c))
 
     def result(self, status: Status, *, message: str = "", violation: Optional[Violation] = None,
                signature: Optional[Mapping[str, Any]] = None, details: Optional[Mapping] = None,

@@ -43,7 +43,7 @@ def _causes(run) -> str:
 
 
 def comparison_table(runs: Sequence, dtype: str) -> Table:
-    from ..kernelbench import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
+    from ..integrations.kernelbench.check import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
     tol = KERNELBENCH_TOLERANCE[dtype]
     t = Table(title=f"KernelBench's check (allclose atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials, "
                     f"its one shape and inputs) beside kcontract", title_justify="left")
@@ -59,7 +59,7 @@ def comparison_table(runs: Sequence, dtype: str) -> Table:
 
 
 def comparison_markdown(runs: Sequence, dtype: str) -> str:
-    from ..kernelbench import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
+    from ..integrations.kernelbench.check import KERNELBENCH_TOLERANCE, KERNELBENCH_TRIALS
     tol = KERNELBENCH_TOLERANCE[dtype]
     lines = [f"| problem | candidate | KernelBench (atol=rtol={tol:g}, {KERNELBENCH_TRIALS} trials) "
              f"| kcontract | primary cause | failing classes / codes |",
@@ -94,18 +94,21 @@ def summary_line(runs: Sequence) -> str:
                    "consistently: tuples and sizes derived at import follow")
 @click.option("--max-elements", type=int, default=None,
               help="shrink the sizes until no input or weight holds more elements than this")
+@click.option("--train", is_flag=True,
+              help="check training mode (dropout on) with the same RNG seed on both sides "
+                   "before every forward pass; the default is eval mode")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the runs as JSON")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="write the comparison table")
 @click.option("-v", "--verbose", is_flag=True, help="every candidate's full verdict table")
 def kernelbench_command(reference, candidates, dtype, device, classes, declare, seed, timeout,
-                        skip_kb, scale, max_elements, json_path, markdown, verbose):
+                        skip_kb, scale, max_elements, train, json_path, markdown, verbose):
     """Check KernelBench candidates (files defining ModelNew) against REFERENCE (a
     problem file: Model, get_inputs, get_init_inputs), and show beside each what
     KernelBench's own check says.
 
     Exit 0: every candidate conforms. 1: a violation or error. 2: usage error.
     """
-    from ..kernelbench import check_kernelbench, load_problem
+    from ..integrations.kernelbench.check import check_kernelbench, load_problem
     declared = parse_declarations(declare)
     problem = load_problem(reference, scale, max_elements)  # once, before any candidate runs
     if problem.scaling.reduced:
@@ -118,7 +121,8 @@ def kernelbench_command(reference, candidates, dtype, device, classes, declare, 
                 else nullcontext():
             run = check_kernelbench(reference, cand, dtype=dtype, device=device,
                                     classes=list(classes) or None, declare=declared, seed=seed,
-                                    timeout=timeout, kernelbench=not skip_kb, problem=problem)
+                                    timeout=timeout, kernelbench=not skip_kb, problem=problem,
+                                    train=train)
         runs.append(run)
         if verbose or len(candidates) == 1:
             print_run(run.run.to_json(), console)

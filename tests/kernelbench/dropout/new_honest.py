@@ -1,9 +1,10 @@
-"""Honest: the affine map written as a matmul plus bias, dropout as a scaled Bernoulli mask
-drawn only in training mode, ReLU as a clamp."""
-import torch
+"""Honest: the affine map written as a matmul plus bias, dropout through torch's own
+Bernoulli mask (in training mode only: the same random stream as the reference's), ReLU
+as a clamp."""
 import torch.nn as nn
+import torch.nn.functional as F
 
-EXPECTED = {"kernelbench": None, "kcontract": []}
+EXPECTED = {"kernelbench": None, "kcontract": [], "train": []}
 
 
 class ModelNew(nn.Module):
@@ -14,7 +15,4 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         y = x @ self.linear.weight.t() + self.linear.bias
-        if self.training and self.p > 0:
-            keep = (torch.rand_like(y) >= self.p).to(y.dtype)
-            y = y * keep / (1.0 - self.p)
-        return y.clamp_min(0.0)
+        return F.dropout(y, self.p, self.training).clamp_min(0.0)

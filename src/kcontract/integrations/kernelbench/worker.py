@@ -1,6 +1,6 @@
 """The isolated worker for KernelBench candidates: builds ``ModelNew`` and calls it.
 
-Run as ``python -m kcontract.kernelbench_worker FD`` (see :mod:`kcontract.check.worker`
+Run as ``python -m kcontract.integrations.kernelbench.worker FD`` (see :mod:`kcontract.check.worker`
 for the transport and the integrity checks it shares).  Verbs:
 
 ``load``
@@ -9,7 +9,9 @@ for the transport and the integrity checks it shares).  Verbs:
 ``build``
     ``torch.manual_seed(seed); ModelNew(*init_inputs)``, then the reference's
     weights (already rounded to the dtype) when names and shapes match, ``.to(dtype)``,
-    ``.eval()`` (the reference is checked in eval mode too: dropout off on both sides).
+    ``.eval()`` (the reference is checked in eval mode too: dropout off on both sides), or
+    ``.train()`` with ``train`` (``--train``: then every call carries ``rng_seed``, the seed
+    the reference's forward pass on the same inputs ran under, set just before the call).
 ``call``
     one forward pass under ``torch.no_grad()`` on fresh copies of the inputs,
     with the same integrity flags as the kernel worker.
@@ -33,7 +35,7 @@ import traceback
 
 import numpy as np
 
-from .check.worker import Worker, kernel_identity, resolve_kernel
+from ...check.worker import Worker, kernel_identity, resolve_kernel
 
 
 def _torch():
@@ -52,6 +54,7 @@ class ModelWorker(Worker):
         self.build_info: dict = {}
         self.reference = None  # the problem module, loaded only for `order`/`kernelbench`
         self.grad_expected = False  # calls run under torch.no_grad()
+        self.train = False  # the model's mode (build: eval unless --train)
 
     # -- lifecycle --------------------------------------------------------------------
     def load(self, payload):
@@ -64,7 +67,7 @@ class ModelWorker(Worker):
 
     def build(self, payload):
         torch = _torch()
-        from .adapters.torch_adapter import TorchAdapter
+        from ...adapters.torch_adapter import TorchAdapter
         ad = TorchAdapter()
         init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
         torch.manual_seed(int(payload.get("seed", 42)))
@@ -77,8 +80,10 @@ class ModelWorker(Worker):
                                                for k, v in state.items()):
                 model.load_state_dict({k: ad.to_native(v, "cpu") for k, v in state.items()})
                 loaded = True
+        self.train = bool(payload.get("train"))
         if isinstance(model, torch.nn.Module):
-            model = model.to(device=self.device, dtype=getattr(torch, self.dtype)).eval()
+            model = model.to(device=self.device, dtype=getattr(torch, self.dtype))
+            model = model.train(self.train)
         self.fn = model
         # what building the model did to process state is the candidate's doing too
         self.build_info = {"weights": "reference" if loaded else "seeded",
@@ -98,8 +103,20 @@ class ModelWorker(Worker):
             natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n
                        for n in natives]
         with torch.no_grad():
-            out, seconds, flags = self.invoke(natives, {}, payload)
+            out, seconds, flags = self.invoke(natives, {}, payload, fn=self._seeded(payload))
         return self.inspect(out, arrays, natives, flags, seconds)
+
+    def _seeded(self, payload):
+        """The model, under the seed the reference ran with in training mode (``rng_seed``:
+        the same dropout masks on both sides); as it is otherwise."""
+        if "rng_seed" not in payload:
+            return self.fn
+        torch, fn, seed = _torch(), self.fn, int(payload["rng_seed"])
+
+        def seeded(*args, **kwargs):
+            torch.manual_seed(seed)
+            return fn(*args, **kwargs)
+        return seeded
 
     def order(self, payload):
         """The reference runs first in this process, then the candidate, same inputs.
@@ -115,12 +132,15 @@ class ModelWorker(Worker):
                 init = [_native_value(ad, v) for v in payload.get("init_inputs") or []]
                 torch.manual_seed(int(payload.get("seed", 42)))
                 ref = ref_module.Model(*init).to(device=self.device,
-                                                 dtype=getattr(torch, self.dtype)).eval()
+                                                 dtype=getattr(torch, self.dtype))
+                ref = ref.train(self.train) if isinstance(ref, torch.nn.Module) else ref
+                if "rng_seed" in payload:
+                    torch.manual_seed(int(payload["rng_seed"]))
                 ref_out = ref(*natives)
             except Exception as exc:
                 raise ReferenceUnavailable(f"{type(exc).__name__}: {exc}") from exc
             del ref_out  # freed: its memory is what a lazy candidate would find
-            out, seconds, flags = self.invoke(natives, {}, payload)
+            out, seconds, flags = self.invoke(natives, {}, payload, fn=self._seeded(payload))
         return self.inspect(out, arrays, natives, flags, seconds)
 
     def kernelbench(self, payload):
@@ -177,7 +197,7 @@ class ModelWorker(Worker):
         """The problem module: the file, or its source with the sizes scaled (``--scale``)."""
         if self.reference is None:
             if source is not None:
-                from .kernelbench_scale import exec_source
+                from .scale import exec_source
                 self.reference = exec_source(path, source)
             else:
                 _, self.reference = resolve_kernel(f"{path}:Model")

@@ -19,12 +19,14 @@ classes that apply to any module:
 ``C-EXC-01`` NaN and Inf injected into the inputs appear in the output exactly where
     the float64 reference puts them.
 
-Both models run in eval mode (dropout off).  ``--scale`` / ``--max-elements`` shrink
-the problem's sizes first (:mod:`kcontract.kernelbench_scale`).
+Both models run in eval mode (dropout off), or both in training mode (``--train``) with
+every forward pass seeded alike on both sides from its inputs (the same dropout masks for
+an honest candidate).  ``--scale`` / ``--max-elements`` shrink
+the problem's sizes first (:mod:`.scale`).
 
 The oracle is the reference ``Model`` run in float64 here, with the weights the
 candidate gets (the reference's, rounded to the dtype).  The candidate runs in
-an isolated worker (:mod:`kcontract.kernelbench_worker`) that never holds the
+an isolated worker (:mod:`.worker`) that never holds the
 oracle; every call gets fresh inputs and is checked for tampering (see
 ``docs/threat-model.md``).
 
@@ -54,38 +56,35 @@ no candidate is held to a stricter standard than the reference meets).
 """
 from __future__ import annotations
 
-import copy
-import hashlib
 import os
 import secrets
 import time
-import types
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import __version__
-from .adapters.base import Adapter
-from .check.engine import (FAILURE_CODES, Comparison, KernelFailure, raise_for_failure,
-                           validated_output)
-from .check.sandbox import CallResult, KernelLoadError, KernelProcess
-from .check.seeds import derive_seed
-from .check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
-from .language.claims import make_claims
-from .classes.common import worst
-from .classes.ordering import bits_differ, diff_pattern
-from .errors import UsageError
-from .formats import get_format, ulp
-from .kernelbench_scale import (MIN_SIZE, Scaling, exec_source, factor_for, rewritten, scaled_source,
-                                size_literals)
+from ... import __version__
+from ...adapters.base import Adapter
+from ...check.engine import (FAILURE_CODES, Comparison, KernelFailure, Measurement,
+                              make_violation, raise_for_failure, validated_output)
+from ...check.sandbox import CallResult, KernelLoadError, KernelProcess, output_digest
+from ...check.seeds import derive_seed
+from ...check.verdict import Case, ContractResult, RunResult, Status, Violation, jsonable
+from ...language.claims import make_claims
+from ...classes.common import worst
+from ...classes.ordering import bits_differ, diff_pattern
+from ...errors import UsageError
+from ...formats import get_format
+from .problem_op import (DTYPES, Oracle, Problem, ProblemOp, _is_float_array, _to_plain,
+                         _torch, call_seed, inject_exceptional, inputs_digest, load_problem,
+                         make_inputs, shape_variants, storage_dtype, zlib_crc)
+from .scale import Scaling
 
 #: KernelBench's documented allclose tolerances (atol = rtol) per precision
 KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 KERNELBENCH_TRIALS = 5
 KERNELBENCH_SEED = 42
-DTYPES = ("float32", "float16", "bfloat16")
 #: the generic classes, in the order they run (C-CMP-03 last: its order step loads
 #: the reference into the candidate's process)
 MODULE_CLASSES = ("C-PRC-01", "C-PRC-02", "C-ORD-02", "C-EXC-01", "C-CMP-03")
@@ -93,499 +92,24 @@ PRECISION_FAMILIES = ("problem", "rand", "uniform", "normal")
 DOMAIN_FAMILIES = ("offset", "large")
 SWEEP_FAMILIES = ("problem", "normal")
 FRESH_CALLS = 4
-KAPPA = 4.0
 #: a measured sensitivity (in units of u times the output's magnitude) from which the
 #: inputs count as ill-conditioned for the module, and the verdict says so
 ILL_CONDITIONED = 64.0
-#: the fewest rounding stages assumed: one fused op of the reference (softmax, layer
-#: norm, GELU) is several rounded stages in an honest unfused candidate
-MIN_STAGES = 4
-
-def _torch():
-    import torch
-    return torch
-
-
-# -- problems --------------------------------------------------------------------------
-@dataclass
-class Problem:
-    """A loaded KernelBench problem file (trusted code: it runs in this process)."""
-
-    path: str
-    name: str
-    module: types.ModuleType
-    #: the sizes a shape sweep may rescale, label -> value: the size literals of the
-    #: source (``batch_size``, ``input_shape[0]``), or, for a problem whose sizes live in
-    #: another file, the module-level integers ``get_inputs``/``get_init_inputs`` read
-    constants: dict
-    #: sha256 of the file as it was loaded (once per run, before any candidate ran)
-    sha256: str = ""
-    #: the rewritten source when the sizes were scaled (None: the file as it is)
-    source: Optional[str] = None
-    #: how the sizes were scaled (``--scale`` / ``--max-elements``)
-    scaling: Scaling = field(default_factory=Scaling)
-    #: the source the size literals were read from (None: the sizes are module attributes)
-    text: Optional[str] = None
-    _variants: dict = field(default_factory=dict, repr=False)
-
-    @contextmanager
-    def sized(self, overrides: Mapping[str, int]):
-        """The problem at other sizes: its source with those size literals replaced and
-        executed again (values derived at import follow), or, for sizes that are plain
-        module attributes, the attributes temporarily replaced."""
-        if overrides and self.text is not None:
-            key = tuple(sorted(overrides.items()))
-            if key not in self._variants:
-                self._variants[key] = exec_source(self.path, rewritten(self.text, dict(overrides)))
-            saved_module = self.module
-            self.module = self._variants[key]
-            try:
-                yield self
-            finally:
-                self.module = saved_module
-            return
-        saved = {k: getattr(self.module, k) for k in overrides}
-        try:
-            for k, v in overrides.items():
-                setattr(self.module, k, v)
-            yield self
-        finally:
-            for k, v in saved.items():
-                setattr(self.module, k, v)
-
-    def init_inputs(self, overrides: Mapping[str, int]) -> list:
-        with self.sized(overrides):
-            return list(self.module.get_init_inputs())
-
-    def raw_inputs(self, overrides: Mapping[str, int], seed: int) -> list:
-        torch = _torch()
-        with self.sized(overrides):
-            torch.manual_seed(seed)
-            return list(self.module.get_inputs())
-
-
-def _exec_file(path: str) -> types.ModuleType:
-    """A problem or candidate file as a module, loaded as the worker loads it."""
-    from .check.worker import KernelSpecError, load_module_file
-    if not os.path.exists(path):
-        raise UsageError(f"no such file: {os.path.abspath(path)}")
-    try:
-        return load_module_file(path)
-    except KernelSpecError as exc:
-        raise UsageError(str(exc)) from None
-    except Exception as exc:
-        raise UsageError(f"cannot load {os.path.abspath(path)}: {type(exc).__name__}: {exc}") \
-            from exc
-
-
-def _names(code) -> set:
-    """The global names a function reads (not attribute names: ``self.dim`` is no read of
-    a module constant ``dim``)."""
-    import dis
-    out = {ins.argval for ins in dis.get_instructions(code)
-           if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            out |= _names(const)
-    return out
-
-
-def load_problem(path: str, scale: float = 1.0, max_elements: Optional[int] = None) -> Problem:
-    """Load a reference problem file; raises :class:`UsageError` when it is not one.
-    Load it once per run, before any candidate runs, and pass the :class:`Problem` on
-    (``check_kernelbench(problem=...)``): the parent never executes the file again.
-    ``scale`` / ``max_elements``: its sizes shrunk consistently (see
-    :mod:`kcontract.kernelbench_scale`)."""
-    from .check.worker import source_sha256
-    digest = source_sha256(path) if os.path.exists(path) else ""
-    if not 0 < float(scale) <= 1.0:
-        raise UsageError(f"--scale must be in (0, 1], not {scale}")
-    if max_elements is not None and int(max_elements) < 1:
-        raise UsageError(f"--max-elements must be positive, not {max_elements}")
-    module = _exec_file(path)
-    source, scaling = None, Scaling()
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    if scale != 1.0 or max_elements is not None:
-        try:
-            if max_elements is not None:
-                scale = min(float(scale), factor_for(path, text, int(max_elements)))
-            source, sizes = scaled_source(text, float(scale))
-            module = exec_source(path, source)
-        except Exception as exc:
-            raise UsageError(f"{path} does not load at scale {scale:.3g}: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        scaling = Scaling(factor=float(scale), max_elements=max_elements, sizes=sizes)
-    missing = [a for a in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, a)]
-    if missing:
-        raise UsageError(f"{path} is not a KernelBench problem: it defines no "
-                         f"{', '.join(missing)}")
-    read = _names(module.get_inputs.__code__) | _names(module.get_init_inputs.__code__)
-    used_by_model = set()
-    for attr in vars(module.Model).values():
-        code = getattr(attr, "__code__", None)
-        if code is not None:
-            used_by_model |= _names(code)
-    constants = {k: v for k, v in vars(module).items()
-                 if type(v) is int and not k.startswith("_") and k in read
-                 and k not in used_by_model}
-    name = os.path.splitext(os.path.basename(path))[0]
-    if name in ("problem", "reference", "ref", "model"):
-        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or name
-    literals = {lit.label: lit.value for lit in size_literals(source or text)}
-    if literals:
-        constants = literals
-    return Problem(path=os.path.abspath(path), name=name, module=module, constants=constants,
-                   sha256=digest, source=source, scaling=scaling,
-                   text=(source or text) if literals else None)
-
-
-def _prev_prime(n: int) -> int:
-    n = max(2, n)
-    while n > 2 and any(n % p == 0 for p in range(2, int(n ** 0.5) + 1)):
-        n -= 1
-    return n
-
-
-def shape_variants(constants: Mapping[str, int]) -> list[tuple[str, dict]]:
-    """The benchmarked shape, then rescaled ones: every size constant (>= MIN_SIZE)
-    mapped through the same function of its value, so constants that were equal
-    stay equal.  ``prime``: a prime near 0.6x (a multiple of no tile); ``plus-one``:
-    one past the benchmarked size; ``tiny``: 3 (a single partial tile)."""
-    sizes = {k: v for k, v in constants.items() if v >= MIN_SIZE}
-    out = [("basic", {})]
-    if not sizes:
-        return out
-    for label, fn in (("prime", lambda v: _prev_prime(max(3, int(round(v * 0.6))))),
-                      ("plus-one", lambda v: v + 1), ("tiny", lambda v: 3)):
-        over = {k: fn(v) for k, v in sizes.items()}
-        if over != sizes:
-            out.append((label, over))
-    # one size group (the sizes of one value) at a time, the others as benchmarked: a
-    # variant the reference accepts even when changing every size at once breaks a
-    # divisibility (group counts and channels) or a size frozen elsewhere
-    groups: dict = {}
-    for k, v in sizes.items():
-        groups.setdefault(v, []).append(k)
-    if len(groups) > 1:
-        for value, names in groups.items():
-            for label, fn in (("prime", lambda v: _prev_prime(max(3, int(round(v * 0.6))))),
-                              ("plus-one", lambda v: v + 1)):
-                out.append((f"{label}:{'+'.join(names)}", {k: fn(value) for k in names}))
-    return out
-
-
-# -- values and conversions ------------------------------------------------------------
-def _adapter():
-    from .adapters.torch_adapter import TorchAdapter
-    return TorchAdapter()
-
-
-def _to_plain(value):
-    """What may cross to the worker: numpy arrays and plain Python values."""
-    torch = _torch()
-    if isinstance(value, torch.Tensor):
-        arr, _ = _adapter().to_numpy(value)
-        return arr
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_plain(v) for v in value)
-    return value
-
-
-def _is_float_array(a) -> bool:
-    return isinstance(a, np.ndarray) and (a.dtype.kind == "f" or a.dtype.name in (
-        "bfloat16", "float8_e4m3fn", "float8_e5m2"))
-
-
-def _to_torch(value, dtype=None):
-    """numpy -> tensor; float arrays in ``dtype`` (a torch dtype) when given."""
-    torch = _torch()
-    if isinstance(value, np.ndarray):
-        if _is_float_array(value):
-            if dtype is not None and dtype == torch.float64:
-                return torch.from_numpy(np.asarray(value, dtype=np.float64).copy())
-            return _adapter().to_native(value, "cpu")
-        return torch.from_numpy(value.copy())
-    return value
-
-
-def _out_numpy(out) -> tuple[np.ndarray, dict]:
-    torch = _torch()
-    if isinstance(out, (tuple, list)) and len(out) == 1:
-        out = out[0]
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"the reference returned a {type(out).__name__}, not a tensor")
-    return _adapter().to_numpy(out)
-
-
-# -- the oracle for one shape -------------------------------------------------------------
-@dataclass
-class Allowance:
-    """The quantities of the derived tolerance, for one shape."""
-
-    n: int
-    stages: int
-    u: float
-    u_acc: float
-    kappa: float = KAPPA
-    method: str = "jacobian"
-
-    def as_dict(self) -> dict:
-        return {"n": self.n, "stages": self.stages, "u": self.u, "u_acc": self.u_acc,
-                "kappa": self.kappa, "n_method": self.method}
-
-
-class Oracle:
-    """The reference model at one shape: float64 (the oracle), at the dtype (its own
-    rounding error sets a floor), and on absolute values (the magnitude)."""
-
-    def __init__(self, problem: Problem, overrides: Mapping[str, int], dtype: str, seed: int):
-        torch = _torch()
-        self.problem, self.overrides, self.dtype = problem, dict(overrides), dtype
-        self.fmt = get_format(dtype)
-        self.init = problem.init_inputs(overrides)
-        with problem.sized(overrides):
-            torch.manual_seed(seed)
-            model = problem.module.Model(*self.init)
-        self.tdtype = getattr(torch, dtype)
-        if isinstance(model, torch.nn.Module):
-            # inference semantics (dropout off, batch norm on its running statistics): the
-            # candidate's worker puts ModelNew in eval mode too, so no two sides draw masks
-            model = model.eval()
-        self.low = model.to(dtype=self.tdtype) if isinstance(model, torch.nn.Module) else model
-        self.state = ({k: _to_plain(v) for k, v in self.low.state_dict().items()}
-                      if isinstance(self.low, torch.nn.Module) else None)
-        self.f64 = copy.deepcopy(self.low)
-        if isinstance(self.f64, torch.nn.Module):
-            self.f64 = self.f64.to(dtype=torch.float64)
-        self.absm = copy.deepcopy(self.f64)
-        if isinstance(self.absm, torch.nn.Module):
-            with torch.no_grad():
-                for p in list(self.absm.parameters()) + list(self.absm.buffers()):
-                    if p.is_floating_point():
-                        p.abs_()
-        self.allowance: Optional[Allowance] = None
-        self.out_dtype: Optional[str] = None
-        #: the largest measured sensitivity seen, in units of u * magnitude (>> 1: the
-        #: inputs are ill-conditioned for this module)
-        self.condition = 0.0
-
-    def reference(self, args: Sequence) -> np.ndarray:
-        torch = _torch()
-        with torch.no_grad(), self.problem.sized(self.overrides):
-            out = self.f64(*[_to_torch(a, torch.float64) for a in args])
-        return _out_numpy(out)[0]
-
-    def accepts_layout(self, args: Sequence, layout: str) -> bool:
-        """Whether the reference model itself runs on its inputs given as ``layout`` views
-        (a model that calls ``.view`` on an input does not, and then neither need the
-        candidate)."""
-        torch = _torch()
-        ad = _adapter()
-        views = [ad.relayout(_to_torch(a, torch.float64), layout) for a in args]
-        try:
-            with torch.no_grad(), self.problem.sized(self.overrides):
-                self.f64(*views)
-        except Exception:
-            return False
-        return True
-
-    def at_dtype(self, args: Sequence) -> np.ndarray:
-        torch = _torch()
-        with torch.no_grad(), self.problem.sized(self.overrides):
-            out = self.low(*[_to_torch(a) for a in args])
-        arr, meta = _out_numpy(out)
-        self.out_dtype = meta["dtype"]
-        return arr
-
-    def magnitude(self, args: Sequence) -> Optional[np.ndarray]:
-        torch = _torch()
-        try:
-            with torch.no_grad(), self.problem.sized(self.overrides):
-                out = self.absm(*[_abs(_to_torch(a, torch.float64)) for a in args])
-            mag = np.abs(np.asarray(_out_numpy(out)[0], dtype=np.float64))
-            return np.where(np.isfinite(mag), mag, 0.0)
-        except Exception:
-            return None
-
-    def derive(self, args: Sequence, declared_acc: float) -> Allowance:
-        """Reduction length and rounding stages from the reference's autograd graph."""
-        if self.allowance is not None:
-            return self.allowance
-        torch = _torch()
-        u = self.fmt.u
-        xs = [_abs(_to_torch(a, torch.float64)) for a in args]
-        leaves = [x.detach().requires_grad_(True) for x in xs
-                  if isinstance(x, torch.Tensor) and x.is_floating_point()]
-        it = iter(leaves)
-        call_args = [next(it) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                     for x in xs]
-        params = ([p for p in self.absm.parameters() if p.is_floating_point()]
-                  if isinstance(self.absm, torch.nn.Module) else [])
-        try:
-            with self.problem.sized(self.overrides):
-                out = self.absm(*call_args)
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            flat = out.reshape(-1)
-            stages = _graph_size(out.grad_fn)
-            wrt = leaves + params
-            n = 1
-            picks = sorted({0, flat.numel() // 2, flat.numel() - 1})
-            for i in picks:
-                grads = torch.autograd.grad(flat[i], wrt, retain_graph=True, allow_unused=True)
-                for g in grads:
-                    if g is not None:
-                        n = max(n, int(torch.count_nonzero(g)))
-            self.allowance = Allowance(n=n, stages=max(MIN_STAGES, stages), u=u,
-                                       u_acc=declared_acc)
-        except Exception:
-            # not differentiable (integer outputs, argmax...): the longest input row
-            n = max([int(np.shape(a)[-1]) for a in args if _is_float_array(a) and np.ndim(a)]
-                    or [1])
-            self.allowance = Allowance(n=n, stages=MIN_STAGES, u=u, u_acc=declared_acc,
-                                       method="last-dimension")
-        return self.allowance
-
-    def tolerance(self, args: Sequence, ref: np.ndarray, low: Optional[np.ndarray],
-                  declared_acc: float) -> np.ndarray:
-        from .language.vocabulary import pgamma
-        a = self.derive(args, declared_acc)
-        ref = np.asarray(ref, dtype=np.float64)
-        finite = np.isfinite(ref)
-        mag = np.abs(np.where(finite, ref, 0.0))
-        absmag = self.magnitude(args)
-        if absmag is not None and absmag.shape == mag.shape:
-            mag = np.maximum(mag, absmag)
-        if mag.size:
-            mag = np.maximum(mag, float(np.mean(np.abs(ref[finite]))) if finite.any() else 0.0)
-        rel = a.kappa * (float(pgamma(a.n, a.u_acc)) + a.stages * a.u)
-        out_fmt = get_format(self.out_dtype) if self.out_dtype in DTYPES + ("float64",) else self.fmt
-        sens = self.sensitivity(args, ref)
-        with np.errstate(all="ignore"):
-            tol = rel * mag + ulp(np.where(finite, ref, 0.0), out_fmt)
-            if sens is not None:
-                # conditioning: what rounding the inputs once more at the dtype moves the
-                # exact result by, once per rounding stage, with the same kappa
-                tol = tol + a.kappa * a.stages * sens
-                base = np.where(mag > 0, a.u * mag, np.inf)
-                ratio = np.where(finite, sens / base, 0.0)
-                self.condition = max(self.condition, float(np.max(ratio)) if ratio.size else 0.0)
-            if low is not None:
-                own = np.abs(np.asarray(low, dtype=np.float64) - ref)
-                tol = np.maximum(tol, np.where(np.isfinite(own), 2.0 * own, 0.0))
-        return tol
-
-    def sensitivity(self, args: Sequence, ref: np.ndarray) -> Optional[np.ndarray]:
-        """The measured sensitivity of the float64 reference at these inputs: ``|f(x o (1 +
-        u r)) - f(x)|`` for a random sign pattern ``r``, each float input perturbed by one
-        unit roundoff of the dtype (the error any implementation makes by rounding its
-        inputs, or a first intermediate such as ``x - mean``, once).  The largest of two
-        patterns; None when it cannot be measured."""
-        torch = _torch()
-        rng = np.random.default_rng(zlib_crc(str(np.shape(ref))))
-        worst_d = None
-        for _ in range(2):
-            pert = []
-            for a in args:
-                if _is_float_array(a):
-                    x = np.asarray(a, dtype=np.float64)
-                    pert.append(x * (1.0 + self.fmt.u * rng.choice((-1.0, 1.0), size=x.shape)))
-                else:
-                    pert.append(a)
-            try:
-                with torch.no_grad(), self.problem.sized(self.overrides):
-                    out = self.f64(*[_to_torch(p, torch.float64) for p in pert])
-                got = np.asarray(_out_numpy(out)[0], dtype=np.float64)
-            except Exception:
-                return None
-            if got.shape != np.shape(ref):
-                return None
-            with np.errstate(all="ignore"):
-                d = np.abs(got - ref)
-            d = np.where(np.isfinite(d), d, 0.0)
-            worst_d = d if worst_d is None else np.maximum(worst_d, d)
-        return worst_d
-
-
-def _abs(x):
-    torch = _torch()
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.abs()
-    return x
-
-
-def _graph_size(fn, limit: int = 10000) -> int:
-    seen, stack = set(), [fn]
-    while stack and len(seen) < limit:
-        f = stack.pop()
-        if f is None or f in seen:
-            continue
-        seen.add(f)
-        stack.extend(g for g, _ in getattr(f, "next_functions", ()))
-    return sum(1 for f in seen if type(f).__name__ != "AccumulateGrad")
-
-
-# -- inputs ------------------------------------------------------------------------------
-def make_inputs(problem: Problem, overrides: Mapping[str, int], family: str, dtype: str,
-                seed: int) -> list:
-    """Inputs for one case: ``get_inputs()`` under a seed gives the shapes, dtypes and
-    non-float arguments; ``problem`` keeps its float values, another family replaces
-    them (drawn from :mod:`kcontract.ops.families`); floats are rounded to ``dtype``."""
-    from .ops.families import get_family
-    fmt = get_format(dtype)
-    raw = [_to_plain(x) for x in problem.raw_inputs(overrides, seed)]
-    rng = np.random.default_rng([seed, zlib_crc(family)])
-    out = []
-    for x in raw:
-        if _is_float_array(x):
-            vals = np.asarray(x, dtype=np.float64) if family == "problem" else \
-                get_family(family)(x.shape, rng, fmt)
-            with np.errstate(over="ignore", invalid="ignore"):
-                out.append(np.asarray(vals, dtype=np.float64).astype(fmt.dtype))
-        else:
-            out.append(x)
-    return out
-
-
-def zlib_crc(text: str) -> int:
-    import zlib
-    return zlib.crc32(text.encode())
-
-
-def inject_exceptional(args: list, kinds: tuple, seed: int) -> list:
-    """NaN / +-Inf at a few positions of the first float input."""
-    from .ops.families import inject
-    out = list(args)
-    for i, a in enumerate(out):
-        if _is_float_array(a) and a.size:
-            vals, _ = inject(np.asarray(a, dtype=np.float64), np.random.default_rng(seed),
-                             kinds=kinds, count=2)
-            out[i] = vals.astype(a.dtype)
-            break
-    return out
-
-
-
-def storage_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a dtype name (a float format or any numpy name)."""
-    try:
-        return get_format(name).dtype
-    except (UsageError, KeyError, ValueError):
-        return np.dtype(name)
-
+#: the kcontract package's folder: frames there are the checker's own
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # -- the candidate's process -------------------------------------------------------------
 class ModelProcess(KernelProcess):
     """A candidate ``ModelNew`` in its own worker; rebuilt after any restart."""
 
-    worker_module = "kcontract.kernelbench_worker"
+    worker_module = "kcontract.integrations.kernelbench.worker"
 
     def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, train: bool = False):
         super().__init__(f"{os.path.abspath(candidate)}:ModelNew", framework="torch",
                          device=device, timeout=timeout)
         self.dtype = dtype
+        self.train = train
         self._build: Optional[dict] = None
         self.built: dict = {}
 
@@ -602,7 +126,7 @@ class ModelProcess(KernelProcess):
 
     def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
         self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
-                       "seed": seed}
+                       "seed": seed, "train": self.train}
         if self.ensure_alive():  # a fresh worker builds as it starts
             return self.built
         return self._send_build()
@@ -640,6 +164,8 @@ class KernelBenchRun:
     allowance: dict = field(default_factory=dict)
     #: the sizes the check ran at (reduced by ``--scale`` / ``--max-elements``, or not)
     scaling: Scaling = field(default_factory=Scaling)
+    #: the models' mode: ``eval`` (the default) or ``train`` (``--train``, aligned RNG)
+    mode: str = "eval"
 
     @property
     def verdict(self) -> str:
@@ -667,16 +193,46 @@ class KernelBenchRun:
                 "device": self.device, "seed": self.seed, "verdict": self.verdict,
                 "failing": self.failing, "kernelbench": jsonable(self.kernelbench),
                 "variants": jsonable(self.variants), "allowance": jsonable(self.allowance),
-                "scale": jsonable(self.scaling.as_dict()),
+                "scale": jsonable(self.scaling.as_dict()), "mode": self.mode,
                 "run": self.run.to_json()}
 
 
-class ModuleCheck:
-    """The generic protocols for one (problem, candidate) pair."""
+@dataclass
+class CaseSummary:
+    """What is kept of one measured case once it is compared: its verdict and the
+    statistics of its worst element (what a violation reports), not its arrays.  The
+    check streams its cases: memory holds one case's arrays at a time, however many run."""
+
+    case: Case
+    passed: bool
+    mismatched: int
+    total: int
+    summary: dict
+    #: elements NaN where the oracle is finite (an output left unwritten)
+    uninitialised: int = 0
+
+    @classmethod
+    def of(cls, cmp: "Comparison | CaseSummary") -> "CaseSummary":
+        if isinstance(cmp, CaseSummary):
+            return cmp
+        return cls(case=cmp.case, passed=cmp.passed, mismatched=cmp.mismatched,
+                   total=cmp.total, summary=cmp.stats(), uninitialised=_nan_where_finite(cmp))
+
+    def stats(self) -> dict:
+        return dict(self.summary)
+
+
+class ModuleCheck(Measurement):
+    """The generic protocols for one (problem, candidate) pair, on the check engine
+    (:class:`~kcontract.check.engine.Measurement`: call accounting, output validation,
+    tolerance ranges and violations)."""
 
     def __init__(self, problem: Problem, handle: ModelProcess, dtype: str, seed: int, claims,
-                 reproduce: str, progress: Optional[Callable[[], None]] = None):
+                 reproduce: str, progress: Optional[Callable[[], None]] = None,
+                 train: bool = False):
+        super().__init__(progress)
         self.problem, self.handle, self.dtype, self.seed = problem, handle, dtype, seed
+        self.train = train
         # separate seeds, one-way derived: what the candidate can read back from its own
         # process (torch.initial_seed() after the build) tells it nothing of the inputs
         self.build_seed = derive_seed(seed, "build")
@@ -685,22 +241,24 @@ class ModuleCheck:
         self.claims = claims
         self.u_acc = claims.accumulate.u
         self.reproduce = reproduce
-        self.progress = progress or (lambda: None)
-        self.oracles: dict = {}
+        #: the problem as an op: its inputs, its shapes and its float64 oracle per shape
+        self.op = ProblemOp.of(problem, dtype, self.build_seed, train, self.input_seed)
+        self.oracles = self.op.oracles
         self.variants: list[dict] = []
         self.current: Optional[str] = None
-        self.cases = 0
-        self.tol_range = [np.inf, -np.inf]
-        self.timings = {"kernel": 0.0, "call": 0.0, "oracle": 0.0}
+        #: (output digest, input digest, CaseSummary) of every measured call, for stale
+        #: outputs: digests and summaries only, never the arrays
         self.history: list = []
 
     # -- shapes -------------------------------------------------------------------------
     def prepare_variants(self) -> list[tuple[str, dict]]:
         usable = []
-        for label, over in shape_variants(self.problem.constants):
+        todo = list(self.op.variants())
+        while todo:
+            label, over = todo.pop(0)
             try:
                 orc = self.oracle(label, over)
-                args = make_inputs(self.problem, over, "problem", self.dtype, self.input_seed)
+                args = self.op.args(over, "problem", self.input_seed)
                 ref = orc.reference(args)
                 if label != "basic" and not np.all(np.isfinite(ref)):
                     raise ValueError("the reference gives non-finite values")
@@ -709,21 +267,24 @@ class ModuleCheck:
             except KernelFailure:
                 raise
             except Exception as exc:
+                if out_of_memory(exc):
+                    raise  # the checker's own limit, not the reference rejecting a shape
                 if label == "basic":
                     raise UsageError(f"the reference problem does not run: "
                                      f"{type(exc).__name__}: {exc}") from exc
-                self.oracles.pop(label, None)
+                self.op.forget(label)
                 self.variants.append({"label": label, "constants": dict(over), "used": False,
                                       "why": f"the reference rejects it ({type(exc).__name__}: "
                                              f"{str(exc)[:120]})"})
+                kind, _, names = label.partition(":")
+                if "+" in names:
+                    # sizes that share a value but not a role (channels and an image side):
+                    # the group rescaled together breaks a divisibility, so each one alone
+                    todo.extend((f"{kind}:{k}", {k: v}) for k, v in over.items())
         return usable
 
     def oracle(self, label: str, over: Mapping[str, int]) -> Oracle:
-        if label not in self.oracles:
-            orc = Oracle(self.problem, over, self.dtype, self.build_seed)
-            orc.at_dtype(make_inputs(self.problem, over, "problem", self.dtype, self.input_seed))
-            self.oracles[label] = orc
-        return self.oracles[label]
+        return self.op.oracle_at(label, over)
 
     def use(self, label: str, over: Mapping[str, int]) -> Oracle:
         orc = self.oracle(label, over)
@@ -742,20 +303,16 @@ class ModuleCheck:
     def inputs(self, over, family: str, trial: int, salt: str = "") -> list:
         s = int(np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
                 .integers(0, 2 ** 31 - 1))
-        return make_inputs(self.problem, over, family, self.dtype, s)
+        return self.op.args(over, family, s)
 
     def call(self, args: list, case: Case, verb: str = "call", extra: Optional[dict] = None
              ) -> CallResult:
-        t0 = time.perf_counter()
         payload = {"args": args, "poison": True,
                    "poison_bytes": int(sum(getattr(a, "nbytes", 0) for a in args))}
+        if self.train:  # the seed the reference's forward pass on these inputs runs under
+            payload["rng_seed"] = call_seed(args)
         payload.update(extra or {})
-        res = self.handle.request(verb, payload)
-        self.timings["call"] += time.perf_counter() - t0
-        self.timings["kernel"] += float(res.seconds or 0.0)
-        self.cases += 1
-        self.progress()
-        return res
+        return self.timed_call(lambda: self.handle.request(verb, payload))
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
@@ -765,7 +322,7 @@ class ModuleCheck:
                                 who="ModelNew")
 
     def measure(self, label: str, over, family: str, trial: int, *, args=None,
-                salt: str = "", layout: str = "") -> Optional[tuple[Comparison, np.ndarray]]:
+                salt: str = "", layout: str = "") -> Optional[tuple[CaseSummary, np.ndarray]]:
         """Run one case; None when it lies outside the problem's domain at this dtype
         (the reference at the dtype is non-finite where the oracle is finite, or the
         oracle is non-finite on finite inputs).  ``layout``: the candidate gets its inputs
@@ -782,15 +339,17 @@ class ModuleCheck:
         out = self.validate(self.call(args, case, extra={"layout": layout} if layout else None),
                             case, ref)
         cmp = self.compare(orc, case, args, out, ref, low)
-        self.remember(args, out, cmp)
-        return cmp, out
+        return self.remember(args, out, cmp), out
 
-    def remember(self, args, out, cmp: Comparison) -> None:
-        """Every measured call's output and input digests: a failing output that an
-        earlier call on other inputs returned is a stale one."""
-        self.history.append((_digest([out]), _digest(args), cmp))
+    def remember(self, args, out, cmp: Comparison) -> CaseSummary:
+        """Every measured call's output and input digests, and the summary of its
+        comparison (what is kept of it): a failing output that an earlier call on other
+        inputs returned is a stale one."""
+        summary = CaseSummary.of(cmp)
+        self.history.append((output_digest(out), inputs_digest(args), summary))
+        return summary
 
-    def stale(self, since: int = 0) -> Optional[tuple[Comparison, Comparison]]:
+    def stale(self, since: int = 0) -> Optional[tuple[CaseSummary, CaseSummary]]:
         """(a failing comparison from ``since`` on, the earlier one whose output it repeats).
         Only a repeat of an output that was right for its own inputs is stale (a cached or
         replayed result); the same wrong output for different inputs (zeros where a shape
@@ -814,10 +373,7 @@ class ModuleCheck:
         with np.errstate(all="ignore"):
             ok = (np.abs(out64 - ref64) <= tol) | (
                 ~np.isfinite(ref64) & _same_exceptional(out64, ref64))
-        finite = tol[np.isfinite(tol)]
-        if finite.size:
-            self.tol_range[0] = min(self.tol_range[0], float(finite.min()))
-            self.tol_range[1] = max(self.tol_range[1], float(finite.max()))
+        self.note_tolerance(tol)
         return Comparison(case=case, ok=ok, out=out64, ref=ref64, tol=tol)
 
     # -- results -------------------------------------------------------------------------
@@ -829,9 +385,7 @@ class ModuleCheck:
         if al is not None:
             text += (f" with n={al.n} ({al.method}), s={al.stages}, u={al.u:.3g}, "
                      f"u_acc={al.u_acc:.3g}, kappa={al.kappa:g}")
-        lo, hi = self.tol_range
-        if np.isfinite(lo):
-            text += f"  [{lo:.3g} .. {hi:.3g} over the cases run]"
+        text = self.ranged(text)
         return text if cls not in ("C-ORD-02", "C-EXC-01") else (
             "bitwise identical" if cls == "C-ORD-02" else "NaN/+Inf/-Inf exactly where the oracle has them")
 
@@ -842,16 +396,10 @@ class ModuleCheck:
         v = None
         sig = {}
         if status == Status.VIOLATION:
-            st = cmp.stats() if cmp is not None else {}
-            c = case or (cmp.case if cmp is not None else None)
-            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=c,
-                          code=code or f"{cls}.violated", message=message,
-                          mismatched=st.get("mismatched", 0), total=st.get("total", 0),
-                          index=st.get("index"), actual=st.get("actual"),
-                          expected=st.get("expected"), max_abs=st.get("max_abs"),
-                          max_rel=st.get("max_rel"), allowed=st.get("allowed"),
-                          measured=st.get("measured"), quantities=dict(quantities or {}),
-                          reproduce=f"{self.reproduce} --contract {cls}")
+            v = make_violation(cmp, contract_id=f"kb-{cls.lower()}", contract_class=cls,
+                               code=code or f"{cls}.violated", message=message,
+                               quantities=quantities, case=case,
+                               reproduce=f"{self.reproduce} --contract {cls}")
             sig = {"code": v.code, **dict(quantities or {})}
         return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=status,
                               message=message, tolerance=self.tolerance_text(cls), violation=v,
@@ -888,11 +436,11 @@ class ModuleCheck:
         """A failure of the checker while it handled the problem's inputs or outputs (an
         input dtype a step does not support, memory exhausted by the oracle): an error
         verdict with a code, so the run and its JSON survive and the other classes run."""
-        code = "checker.memory" if isinstance(exc, MemoryError) else "checker.problem-io"
+        code = "checker.memory" if out_of_memory(exc) else "checker.problem-io"
         where = ""
         tb = exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+            if tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_ROOT):
                 where = f" (in {tb.tb_frame.f_code.co_name})"
             tb = tb.tb_next
         message = (f"the checker could not handle this problem's inputs or outputs{where}: "
@@ -910,7 +458,7 @@ class ModuleCheck:
                 if got is None:
                     skipped += 1
                     continue
-                comps.append(got[0])
+                comps.append(got[0])  # a summary: the case's arrays are gone with it
         return comps, skipped
 
     def _verdict(self, cls, t0, comps, skipped, headline, code) -> ContractResult:
@@ -935,7 +483,7 @@ class ModuleCheck:
                            f"{', '.join(fams)}{ill + ', so the excess is the kernel' + chr(39) + 's' if ill else ''})",
                            cmp=worst_cmp, code=code,
                            quantities={"failing_families": fams, "failing_cases": len(bad),
-                                       "uninitialised": _nan_where_finite(worst_cmp)},
+                                       "uninitialised": worst_cmp.uninitialised},
                            details={"cases": rows}, t0=t0)
 
     def precision(self, cls, t0):
@@ -1023,7 +571,7 @@ class ModuleCheck:
     def polymorphism(self, cls, t0):
         since = len(self.history)
         # 1. fresh results: back-to-back calls with fresh inputs at the benchmarked shape
-        fresh: list[Comparison] = []
+        fresh: list[CaseSummary] = []
         for trial in range(FRESH_CALLS):
             got = self.measure("basic", {}, "problem", trial, salt="fresh")
             if got is not None:
@@ -1039,7 +587,7 @@ class ModuleCheck:
         if "basic" in per_variant:
             order = self._orders()
         comps_all = fresh + [c for _, cs in per_variant.values() for c in cs] + [
-            c for c in (order or ()) if isinstance(c, Comparison)]
+            c for c in (order or ()) if isinstance(c, CaseSummary)]
         outs = self.history[since:]
         fresh_ids = {id(c) for c in fresh}
         digests = [d for d, _, c in outs if id(c) in fresh_ids]
@@ -1079,7 +627,7 @@ class ModuleCheck:
                 cmp=worst_cmp, code="C-CMP-03.shape-specialised",
                 quantities={"failing_shapes": {lab: bad_variants[lab] for lab in bad_variants},
                             "passing_shapes": good}, t0=t0)
-        if (order is not None and isinstance(order[1], Comparison) and order[1].passed
+        if (order is not None and isinstance(order[1], CaseSummary) and order[1].passed
                 and not order[0].passed):
             return self.result(cls, Status.VIOLATION,
                                "correct only when the reference ran first in the same "
@@ -1115,7 +663,7 @@ class ModuleCheck:
                 quantities={"layouts": {k: ("skipped: the reference rejects it" if v is None
                                             else "fail" if k in bad_layouts else "pass")
                                         for k, v in layouts.items()}}, t0=t0)
-        comps_all += [c for c in layouts.values() if isinstance(c, Comparison)]
+        comps_all += [c for c in layouts.values() if isinstance(c, CaseSummary)]
         bad = [c for c in comps_all if not c.passed]
         if bad:
             return self.result(cls, Status.SKIPPED,
@@ -1142,7 +690,7 @@ class ModuleCheck:
 
     def _layouts(self) -> dict:
         """The benchmarked shape on fresh inputs given as non-contiguous views: layout ->
-        Comparison, KernelFailure (the candidate raised or returned a wrong shape), or None
+        CaseSummary, KernelFailure (the candidate raised or returned a wrong shape), or None
         (the reference itself rejects the layout, or the case is outside the domain)."""
         out: dict = {}
         for lay in Adapter.LAYOUTS:
@@ -1160,7 +708,7 @@ class ModuleCheck:
             out[lay] = got[0] if got is not None else None
         return out
 
-    def _orders(self) -> tuple[Comparison, "Optional[Comparison | KernelFailure]"]:
+    def _orders(self) -> tuple[CaseSummary, "Optional[CaseSummary | KernelFailure]"]:
         """The same input, candidate alone, then after the reference in its process."""
         orc = self.use("basic", {})
         args = self.inputs({}, "problem", 0, "order")
@@ -1168,8 +716,7 @@ class ModuleCheck:
         low = orc.at_dtype(args)
         case_a = self.case("basic", {}, "problem", 0, order="candidate-first")
         out_a = self.validate(self.call(args, case_a), case_a, ref)
-        cmp_a = self.compare(orc, case_a, args, out_a, ref, low)
-        self.remember(args, out_a, cmp_a)
+        cmp_a = self.remember(args, out_a, self.compare(orc, case_a, args, out_a, ref, low))
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
         res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
@@ -1184,18 +731,18 @@ class ModuleCheck:
             if fail.code.startswith("integrity."):
                 raise
             return cmp_a, fail  # fails only after the reference ran: the order is at fault
-        return cmp_a, self.compare(orc, case_b, args, out_b, ref, low)
+        return cmp_a, CaseSummary.of(self.compare(orc, case_b, args, out_b, ref, low))
 
 
-def _digest(arrays) -> str:
-    h = hashlib.sha1()
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            h.update(str(a.dtype).encode() + str(a.shape).encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        else:
-            h.update(repr(a).encode())
-    return h.hexdigest()
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is memory running out (Python's, numpy's, or torch's CPU
+    allocator, which raises a RuntimeError)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "not enough memory" in text
+                                              or "out of memory" in text)
 
 
 def _where(case: Case) -> str:
@@ -1238,11 +785,13 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                       timeout: float = 60.0, kernelbench: bool = True,
                       progress: Optional[Callable[[], None]] = None,
                       problem: Optional[Problem] = None, scale: float = 1.0,
-                      max_elements: Optional[int] = None) -> KernelBenchRun:
+                      max_elements: Optional[int] = None, train: bool = False) -> KernelBenchRun:
     """Check the candidate file's ``ModelNew`` against the reference file's ``Model``
     (``problem``: the reference already loaded by :func:`load_problem`).
 
-    ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
+    ``train``: both models in training mode (dropout on), every forward pass on both
+    sides under the same seed, drawn from its inputs (:func:`call_seed`); the default is
+    eval mode on both sides.  ``seed`` None draws a secret per-run seed (reported afterwards): inputs and
     weights a candidate cannot have precomputed.  Never raises for the candidate's
     misbehaviour (that is a verdict); raises :class:`UsageError` for a reference
     that is not a KernelBench problem or bad arguments."""
@@ -1252,7 +801,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
     wanted = list(classes or MODULE_CLASSES)
     for w in wanted:
         if w not in MODULE_CLASSES:
-            from .errors import did_you_mean
+            from ...errors import did_you_mean
             raise UsageError(f"{w!r} is not a class the KernelBench path checks "
                              f"({', '.join(MODULE_CLASSES)}){did_you_mean(w, MODULE_CLASSES)}")
     if not os.path.exists(candidate):
@@ -1273,19 +822,21 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
              f"--dtype {dtype} --seed {seed}" + ("" if device == "cpu" else f" --device {device}")
              + "".join(f" --declare {k}={v}" for k, v in (declare or {}).items())
              + (f" --max-elements {sc.max_elements}" if sc.max_elements else "")
-             + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else ""))
-    from .adapters import get_adapter
+             + (f" --scale {sc.factor:g}" if sc.factor != 1.0 and not sc.max_elements else "")
+             + (" --train" if train else ""))
+    from ...adapters import get_adapter
     env = get_adapter("torch").environment(device)
     env["kcontract"] = __version__
     env["problem_sha256"] = problem.sha256
     env["problem_scale"] = sc.as_dict()  # the sizes actually used
+    env["module_mode"] = "train" if train else "eval"
     run = RunResult(kernel=os.path.abspath(candidate), op=f"kernelbench:{problem.name}",
                     dtype=dtype, framework="torch", device=device, claims=claims.as_dict(),
                     environment=env, suite_version=__version__)
     out = KernelBenchRun(reference=os.path.abspath(reference), candidate=os.path.abspath(candidate),
                          problem=problem.name, dtype=dtype, device=device, seed=seed, run=run,
-                         scaling=sc)
-    handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout)
+                         scaling=sc, mode="train" if train else "eval")
+    handle = ModelProcess(candidate, dtype=dtype, device=device, timeout=timeout, train=train)
     try:
         try:
             run.sandbox = handle.sandbox_name
@@ -1298,7 +849,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
                                                   signature={"code": "kernel.load"}))
             handle = None
         if handle is not None:
-            mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress)
+            mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress, train=train)
             order = [c for c in MODULE_CLASSES if c in wanted]
             tampered = None
             for cls in order:
@@ -1349,5 +900,5 @@ def kernelbench_verdict(handle: ModelProcess, reference: str, dtype: str,
     return reply
 
 
-__all__ = ["KERNELBENCH_TOLERANCE", "MODULE_CLASSES", "KernelBenchRun", "Problem",
+__all__ = ["KERNELBENCH_TOLERANCE", "MODULE_CLASSES", "KernelBenchRun", "Problem", "ProblemOp",
            "check_kernelbench", "load_problem", "shape_variants", "make_inputs"]
