@@ -154,8 +154,8 @@ def _fingerprint(ctx: Context, dtype: str):
 
 #: the recovered recipe's fields a violation states (value and confidence)
 RECIPE_FIELDS = ("operand_format", "accumulator_bits", "accumulator_rounding", "fused_group",
-                 "promotion_interval", "subnormal_inputs", "subnormal_outputs",
-                 "reduction_order", "score_operand_format", "score_bits")
+                 "promotion_interval", "workspace_interval", "workspace_bits", "subnormal_inputs",
+                 "subnormal_outputs", "reduction_order", "score_operand_format", "score_bits")
 
 
 def _recover(ctx: Context, dtype: str):
@@ -166,7 +166,14 @@ def _recover(ctx: Context, dtype: str):
     if probe is None or not probe.recipe:
         return None
     from ..fingerprint import ProbeFailure, recover, target_for
-    call = _caller(ctx)
+
+    def call(*arrays):
+        res = ctx.call(dict(zip(ctx.op.inputs, arrays)))
+        if not res.ok:
+            raise ProbeFailure(res.describe())
+        if res.out is None:
+            raise ProbeFailure("the kernel returned nothing")
+        return np.asarray(res.out)
     if probe.recipe_adapt is not None:
         call = probe.recipe_adapt(call)
     try:
