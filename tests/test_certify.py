@@ -313,3 +313,15 @@ def test_a_recovered_recipe_is_signed_into_the_certificate(run_cli, tmp_path):
     ver = verify_certificate(str(p))
     assert not ver.ok
     assert next(c for c in ver.checks if c.name == "content hash").ok is False
+
+
+def test_the_certificate_page_lists_the_recovered_recipe():
+    from kcontract.report.html import render_certificate_html
+    cert = {"kernel": {"spec": "k.py:mm"}, "verdicts": [], "recipe": {
+        "contract": "C-PRC-01", "summary": "fp32 operands, 11-bit accumulator (nearest)",
+        "accumulator_bits": 11, "accumulator_bits_confidence": 1.0,
+        "evidence": {"accumulator_bits": "kept the small term for q <= 10"}}}
+    page = render_certificate_html(cert)
+    assert "Recovered recipe" in page and "fp32 operands, 11-bit accumulator" in page
+    assert "<td>accumulator_bits</td><td>11</td><td>100%</td>" in page
+    assert "Recovered recipe" not in render_certificate_html({"kernel": {}, "verdicts": []})

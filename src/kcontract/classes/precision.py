@@ -180,6 +180,9 @@ def _recover(ctx: Context, dtype: str):
         return recover(target_for(probe.recipe, call, dtype), probe.recipe)
     except ProbeFailure as exc:
         return f"the kernel failed on a recovery probe: {exc}"
+    except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
+        # outputs the probes' read-back cannot use (a shape, a dtype): the violation stands
+        return f"the recovery could not read the kernel's outputs: {type(exc).__name__}: {exc}"
 
 
 def recipe_quantities(recipe) -> dict:

@@ -381,6 +381,12 @@ def render_certificate_html(cert: Mapping[str, Any]) -> str:
                      esc(v.get("message", ""))))
     parts.append("<h2>Verdicts</h2>" + table(["class", "contract", "verdict", "signature",
                                                "message"], rows, raw_cols=range(5)))
+    rec = cert.get("recipe")
+    if isinstance(rec, Mapping) and rec.get("summary"):
+        rows = recipe_rows({"signature": {"recovered_recipe": rec}})
+        parts.append(f"<h2>Recovered recipe</h2><p>{esc(rec.get('summary'))} "
+                     f'<span class="meta">(from the {esc(rec.get("contract", ""))} violation)'
+                     "</span></p>" + table(["field", "value", "confidence", "evidence"], rows))
     na = cert.get("not_applicable") or []
     if na:
         parts.append('<p class="meta">classes of the level with no contract for this op: '
