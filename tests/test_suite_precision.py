@@ -353,6 +353,17 @@ def test_the_other_ops_violations_carry_the_recovered_recipe(cid, kernel, want):
         assert "score_bits" in rec and "scores from fp32 q, k" in rec["summary"]
 
 
+def test_scaled_matmul_violation_recovers_with_unit_scales():
+    """scaled_matmul has no fixed-list probe: the recovery calls it with unit per-tensor
+    scales (its fingerprint.recipe_adapt) and finds the 14-bit fp8 accumulator."""
+    res = run_one("prc01-scaled_matmul_f32", "kcontract.suite.kernels.prc01_scaled_matmul_f32:bad",
+                  dtype="float8_e4m3fn")
+    assert res.verdict.value == "violation"
+    rec = res.signature["recovered_recipe"]
+    assert rec["operand_format"] == "float8_e4m3fn" and rec["accumulator_bits"] == 14
+    assert rec["accumulator_bits_confidence"] == 1.0
+
+
 def test_a_kernel_failing_a_recovery_probe_keeps_its_verdict():
     """The recovery's first probe (a 32 x 4 product) raises: the violation stands, the
     signature says why no recipe was recovered."""
