@@ -13,7 +13,12 @@ Detectors
                                accumulator bits (matmul, sum: crafted probes, see
                                :mod:`.fingerprint`); for other ops, the operand
                                format whose emulation explains the error and the
-                               accumulator precision the error corresponds to.
+                               accumulator precision the error corresponds to.  Where
+                               the op names a recovery target, also the recipe the
+                               staged recovery of :mod:`kcontract.fingerprint` finds
+                               (``recovered_recipe``: accumulator bits and rounding,
+                               fused group, promotion, workspace, subnormals, with
+                               confidence), run on the kernel through the check's calls.
     ``unstable_formulation``   (C-PRC-02) pass rate per input family and the
                                formulation that fails that way.
     ``subnormal_flush``        (C-PRC-03) where subnormals were flushed, with counts.
@@ -176,6 +181,7 @@ def _recover(ctx: Context, dtype: str):
         return np.asarray(res.out)
     if probe.recipe_adapt is not None:
         call = probe.recipe_adapt(call)
+    cases = ctx.cases  # the recovery's calls are counted in its own ``calls``, not as cases
     try:
         return recover(target_for(probe.recipe, call, dtype), probe.recipe)
     except ProbeFailure as exc:
@@ -183,6 +189,8 @@ def _recover(ctx: Context, dtype: str):
     except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
         # outputs the probes' read-back cannot use (a shape, a dtype): the violation stands
         return f"the recovery could not read the kernel's outputs: {type(exc).__name__}: {exc}"
+    finally:
+        ctx.cases = cases
 
 
 def recipe_quantities(recipe) -> dict:
