@@ -3,7 +3,9 @@ CPU) through the isolated worker, and the recovery table of every emulated desig
 
 Each published design (``kcontract.fingerprint.PUBLISHED``) runs as a kernel; the table
 shows the design's parameters beside the recovered ones and whether each was recovered
-exactly (accumulator bits within one, rounding, group and interval exact)."""
+exactly (accumulator bits within one, rounding, group and interval exact).  Also one
+fingerprint of the matmul inside linear_gelu and attention, and the time the recovered
+recipe adds to a failing C-PRC-01/04 contract (run through the isolated worker)."""
 from __future__ import annotations
 
 import os
@@ -19,7 +21,9 @@ def _iv(v):
 
 
 def main() -> int:
+    import subprocess
     from kcontract.fingerprint import PUBLISHED, PUBLISHED_DTYPES, fingerprint
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     t0 = time.perf_counter()
     r = fingerprint(f"{KERNEL}:hopper_fp8_promoted", op="matmul", dtype="float8_e4m3fn")
     wall = time.perf_counter() - t0
@@ -29,6 +33,26 @@ def main() -> int:
     r = fingerprint(f"{KERNEL}:numpy_matmul", op="matmul", dtype="float32")
     print(f"one fingerprint (numpy fp32 matmul through the isolated worker): "
           f"{time.perf_counter() - t0:.1f} s, {r.calls} calls")
+    for fn, op in (("linear_gelu_bf16", "linear_gelu"), ("attention_fp16_scores", "attention")):
+        t0 = time.perf_counter()
+        r = fingerprint(f"{KERNEL}:{fn}", op=op, dtype="float32")
+        print(f"one fingerprint ({op}, {fn}, isolated worker): {time.perf_counter() - t0:.1f} s, "
+              f"{r.calls} calls: {r.summary()}")
+    print()
+    print("the recovered recipe in a failing C-PRC-01/04 (the check's extra time):")
+    from kcontract.check.runner import check
+    from kcontract.suite import get_contract
+    for cid, spec in (("prc01-matmul", "kcontract.suite.kernels.prc_recipes:matmul_fp32_fp16acc"),
+                      ("prc04-matmul", "kcontract.suite.kernels.prc_recipes:matmul_bf16_fp32"),
+                      ("prc01-sum", "kcontract.suite.kernels.prc01_sum:bad"),
+                      ("prc01-linear_gelu", "kcontract.suite.kernels.prc01_linear_gelu:bad"),
+                      ("prc01-attention", "kcontract.suite.kernels.prc01_attention:bad")):
+        c = get_contract(cid)
+        res = check(spec, op=c.op, dtype="float32", contracts=[c]).results[0]
+        rec = (res.signature or {}).get("recovered_recipe") or {}
+        print(f"  {cid:18s} contract {res.seconds:5.1f} s, of which recovery "
+              f"{rec.get('seconds', 0):4.1f} s ({rec.get('calls', 0)} calls): "
+              f"{rec.get('summary') or rec.get('error')}")
     print()
     head = (f"{'design':22s} {'dtype':14s} {'bits':>9s} {'rounding':>25s} {'group':>7s} "
             f"{'interval':>13s} {'flush in':>10s} {'s':>5s}  recovered")

@@ -5,11 +5,14 @@ Run on a machine with a CUDA GPU (torch with CUDA):
     python benchmarks/gpu_fingerprint.py [--device cuda] [--out examples/gpu_fingerprint]
 
 For each dtype the device supports it fingerprints ``torch.matmul`` (float32 with TF32
-off and on, float16, bfloat16) and ``torch._scaled_mm`` (float8_e4m3fn and float8_e5m2
-operands with unit scales, float32 and bfloat16 outputs), each kernel in kcontract's
+off and on, float16, bfloat16), ``torch._scaled_mm`` (float8_e4m3fn and float8_e5m2
+operands with unit scales, float32 and bfloat16 outputs), the fused attention
+``scaled_dot_product_attention`` (its p @ v accumulator and its scores' bits) and
+``gelu(x @ w + b)``, each kernel in kcontract's
 isolated worker, and writes one JSON file per kernel plus ``index.json`` (device name,
 compute capability, torch and CUDA versions, one summary line per kernel) under the
-output folder.  The kernels below are what the worker imports.
+output folder.  The kernels below are what the worker imports.  ``--device cpu`` runs
+the plan on the CPU (a dry run that writes the CPU's recipes; use another ``--out``).
 """
 from __future__ import annotations
 
@@ -59,9 +62,25 @@ def scaled_mm_bf16(a, b):
     return _scaled(a, b, torch.bfloat16)
 
 
+def sdpa(q, k, v, causal=False):
+    """torch's fused attention (flash / memory-efficient kernels where the device has
+    them): its p @ v accumulator and the bits of its scores."""
+    import torch.nn.functional as F
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def linear_gelu(x, w, b):
+    import torch.nn.functional as F
+    return F.gelu(x @ w + b)
+
+
 # -- the run -------------------------------------------------------------------------------
 
 def plan(torch, device):
+    if str(device).startswith("cpu"):  # a dry run of the plan (the CPU's own recipes)
+        return (0, 0), [("matmul", "float32", "matmul"), ("matmul", "bfloat16", "matmul"),
+                        ("sdpa", "float32", "attention"), ("linear_gelu", "float32",
+                                                           "linear_gelu")]
     cap = torch.cuda.get_device_capability(device)
     jobs = [("matmul", "float32", "matmul"), ("matmul_tf32", "float32", "matmul"),
             ("matmul", "float16", "matmul")]
@@ -71,6 +90,11 @@ def plan(torch, device):
         for dt in ("float8_e4m3fn", "float8_e5m2"):
             jobs += [("scaled_mm_f32", dt, "scaled_matmul"), ("scaled_mm_bf16", dt,
                                                                "scaled_matmul")]
+    # the matmuls inside fused ops: attention's two products, linear_gelu's product
+    jobs += [("sdpa", dt, "attention") for dt in ("float16", "bfloat16", "float32")
+             if dt != "bfloat16" or torch.cuda.is_bf16_supported()]
+    jobs += [("linear_gelu", "float32", "linear_gelu"), ("linear_gelu", "float16",
+                                                         "linear_gelu")]
     return cap, jobs
 
 
@@ -81,13 +105,16 @@ def main(argv=None) -> int:
                                                   "gpu_fingerprint"))
     args = ap.parse_args(argv)
     import torch
-    if not torch.cuda.is_available():
-        print("no CUDA device: nothing to fingerprint", file=sys.stderr)
+    if not str(args.device).startswith("cpu") and not torch.cuda.is_available():
+        print("no CUDA device: nothing to fingerprint (--device cpu: a dry run of the plan)",
+              file=sys.stderr)
         return 2
     from kcontract.fingerprint import ProbeFailure, fingerprint
     os.makedirs(args.out, exist_ok=True)
     cap, jobs = plan(torch, args.device)
-    index = {"device": torch.cuda.get_device_name(args.device), "capability": list(cap),
+    name = ("cpu" if str(args.device).startswith("cpu") else
+            torch.cuda.get_device_name(args.device))
+    index = {"device": name, "capability": list(cap),
              "torch": torch.__version__, "cuda": torch.version.cuda, "kernels": []}
     for fn, dtype, op in jobs:
         t0 = time.perf_counter()

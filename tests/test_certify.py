@@ -289,3 +289,39 @@ def test_verify_never_imports_the_kernels_package(tmp_path, monkeypatch):
     assert found == str(pkg / "kern.py")
     import os
     assert "KCONTRACT_VERIFY_PWNED" not in os.environ
+
+
+def test_a_recovered_recipe_is_signed_into_the_certificate(run_cli, tmp_path):
+    """The fp16-operand stack fails C-PRC-01/04: the certificate carries the recipe the
+    violation recovered, and a changed byte in it is rejected like any other."""
+    out = tmp_path / "c.json"
+    code, _, _ = run_cli("certify", f"{COERCING}:matmul", "--op", "matmul", "--dtype",
+                         "float32", "--level", "2", "--out", out, "--seed", "5",
+                         *([] if SANDBOXED else ["--allow-unsandboxed"]))
+    assert code == 1
+    cert = json.loads(out.read_text())
+    rec = cert["recipe"]
+    assert rec["contract"] in ("C-PRC-01", "C-PRC-04")
+    assert rec["operand_format"] == "float16" and rec["operand_format_confidence"] == 1.0
+    assert abs(rec["accumulator_bits"] - 24) <= 1 and "fp16 operands" in rec["summary"]
+    assert run_cli("verify-certificate", out)[0] == 0
+    text = out.read_text()
+    edited = text.replace('"operand_format": "float16"', '"operand_format": "float32"', 1)
+    assert edited != text
+    p = tmp_path / "edited.json"
+    p.write_text(edited)
+    ver = verify_certificate(str(p))
+    assert not ver.ok
+    assert next(c for c in ver.checks if c.name == "content hash").ok is False
+
+
+def test_the_certificate_page_lists_the_recovered_recipe():
+    from kcontract.report.html import render_certificate_html
+    cert = {"kernel": {"spec": "k.py:mm"}, "verdicts": [], "recipe": {
+        "contract": "C-PRC-01", "summary": "fp32 operands, 11-bit accumulator (nearest)",
+        "accumulator_bits": 11, "accumulator_bits_confidence": 1.0,
+        "evidence": {"accumulator_bits": "kept the small term for q <= 10"}}}
+    page = render_certificate_html(cert)
+    assert "Recovered recipe" in page and "fp32 operands, 11-bit accumulator" in page
+    assert "<td>accumulator_bits</td><td>11</td><td>100%</td>" in page
+    assert "Recovered recipe" not in render_certificate_html({"kernel": {}, "verdicts": []})

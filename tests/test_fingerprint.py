@@ -78,6 +78,8 @@ def _check(recipe, design, input_format):
     if design.flush_inputs:
         assert recipe.subnormal_inputs == "flush"
     assert recipe.subnormal_inputs in ("flush" if design.flush_inputs else "preserve", None)
+    narrow = design.promotion_interval and design.wide_bits < design.accumulator_bits
+    assert recipe.workspace_interval == (design.promotion_interval if narrow else None)
     assert recipe.probes_reproduced == 1.0
 
 
@@ -113,6 +115,92 @@ def test_sum_accumulator_is_recovered():
     recipe = fingerprint(design.sum, op="sum", dtype="float32")
     assert recipe.accumulator_bits == 11 and recipe.accumulator_rounding == "nearest"
     assert recipe.operand_format == "float32" and recipe.products is None
+
+
+@pytest.mark.parametrize("block, bits, op", [(64, 11, "matmul"), (256, 11, "sum"),
+                                             (128, 8, "matmul")])
+def test_a_narrow_workspace_between_wide_blocks_is_recovered(block, bits, op):
+    """Split-K: blocks summed in fp32, their partial sums added into a narrow workspace
+    (the design's promotion with wide_bits below accumulator_bits)."""
+    design = Design("split-k", accumulator_bits=24, promotion_interval=block, wide_bits=bits)
+    recipe = fingerprint(getattr(design, op), op=op, dtype="float32")
+    assert recipe.accumulator_bits == 24 and recipe.promotion_interval is None
+    assert (recipe.workspace_interval, recipe.workspace_bits) == (block, bits)
+    assert recipe.confidence("workspace_interval") == 1.0
+    assert f"blocks of {block} added into a {bits}-bit workspace" in recipe.summary()
+
+
+def test_a_workspace_the_partials_are_stored_in_is_told_apart():
+    """The calibration kernel of prc01-sum rounds each block's partial to fp16 before it
+    adds it: the small term is lost at every j past the first block boundary."""
+    from kcontract.suite.kernels import prc01_sum
+    recipe = fingerprint(prc01_sum.bad, op="sum", dtype="float32")
+    assert (recipe.workspace_interval, recipe.workspace_bits) == (256, 11)
+    assert recipe.design.partials_rounded and "stored in" in recipe.summary()
+    honest = fingerprint(prc01_sum.good, op="sum", dtype="float32")
+    assert honest.workspace_interval is None
+
+
+# -- the matmul inside linear_gelu and attention ------------------------------------------------
+
+def _designs():
+    sys.path.insert(0, os.path.dirname(KERNELS))
+    try:
+        import fingerprint_designs
+    finally:
+        sys.path.pop(0)
+    return fingerprint_designs
+
+
+@pytest.mark.parametrize("name, operands", [("linear_gelu_fp32", "float32"),
+                                            ("linear_gelu_bf16", "bfloat16")])
+def test_linear_gelu_matmul_is_recovered(name, operands):
+    """Probes whose results are 0 or >= 16 (gelu(v) == v there) read the product inside
+    linear_gelu: operand format and accumulator bits as for a matmul."""
+    recipe = fingerprint(getattr(_designs(), name), op="linear_gelu", dtype="float32")
+    assert recipe.operand_format == operands and recipe.confidence("operand_format") == 1.0
+    assert recipe.accumulator_bits == 24 and recipe.accumulator_rounding == "nearest"
+    assert recipe.subnormal_inputs is None  # gelu hides them: not measured
+
+
+def test_linear_gelu_in_its_worker_sees_a_workspace():
+    """Through the isolated worker, the calibration kernel of prc01-linear_gelu (K-chunks
+    of 64 in fp32, an fp16 workspace between them)."""
+    recipe = fingerprint("kcontract.suite.kernels.prc01_linear_gelu:bad", op="linear_gelu",
+                         dtype="float32")
+    assert recipe.operand_format == "float32"
+    assert (recipe.workspace_interval, recipe.workspace_bits) == (64, 11)
+
+
+@pytest.mark.parametrize("name, pv_bits, score_bits, least", [
+    ("attention_fp32", 24, 20, True),          # honest: scores as wide as the readout shows
+    ("attention_fp16_scores", 24, 11, False),  # scores stored in fp16 before the softmax
+    ("attention_fp16_pv", 11, None, True),     # p @ v in an fp16 register
+])
+def test_attention_stages_are_recovered(name, pv_bits, score_bits, least):
+    """p @ v with q = 0 (probabilities exactly 1/T) gives the accumulator of the second
+    product exactly; q k^T through a two-key softmax gives the bits of the scores."""
+    recipe = fingerprint(getattr(_designs(), name), op="attention", dtype="float32")
+    assert recipe.operand_format == "float32" and recipe.score_operand_format == "float32"
+    assert recipe.accumulator_bits == pv_bits
+    said_least = recipe.fields["score_bits"].evidence.startswith("at least")
+    assert said_least is least
+    if score_bits is not None and not least:
+        assert recipe.score_bits == score_bits
+    elif score_bits is not None:
+        assert recipe.score_bits >= score_bits
+    if name == "attention_fp16_scores":
+        assert "carry 11 bits" in recipe.summary()
+
+
+def test_attention_bf16_operands_of_the_scores_are_named():
+    def attention_bf16_qk(q, k, v, causal=False):
+        import ml_dtypes
+        bq = q.astype(ml_dtypes.bfloat16).astype(np.float32)
+        bk = k.astype(ml_dtypes.bfloat16).astype(np.float32)
+        return _designs().attention_fp32(bq, bk, v)
+    recipe = fingerprint(attention_bf16_qk, op="attention", dtype="float32")
+    assert recipe.score_operand_format == "bfloat16" and recipe.operand_format == "float32"
 
 
 def test_stochastic_rounding_is_named():
@@ -175,10 +263,12 @@ def test_torch_medium_precision_operands():
     finally:
         sys.path.pop(0)
     r = fingerprint(_torch_call(torch_matmul_medium, "float32"), op="matmul", dtype="float32")
-    # 'medium' lets a CPU with native bf16 dot products round fp32 operands to bf16
-    bf16_cpu = bool(getattr(torch.backends.mkldnn, "is_available", lambda: False)()
-                    and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    assert r.operand_format == ("bfloat16" if bf16_cpu else "float32")
+    # 'medium' lets torch round fp32 operands to bf16 where its CPU backend does so (which
+    # depends on the CPU and the torch version): ask it directly, with one product of an
+    # operand that needs 11 bits (1 + 2**-10 comes out as 1 from bf16 operands)
+    x = torch.full((32, 32), 1 + 2.0 ** -10)
+    rounds = torch_matmul_medium(x, torch.eye(32))[0, 0].item() == 1.0
+    assert r.operand_format == ("bfloat16" if rounds else "float32")
     assert r.accumulator_bits == 24
 
 

@@ -310,3 +310,38 @@ def test_cli_report_rejects_what_is_not_a_run(run_cli, tmp_path):
     assert run_cli("report", bad)[0] == 2
     assert run_cli("report", tmp_path / "missing.json")[0] == 2
     assert run_cli("report")[0] == 2
+
+
+def test_html_plots_the_recovered_recipe_beside_each_design():
+    """A C-PRC-01/04 violation that recovered a recipe: its error sweep is drawn (measured
+    against K beside each design's prediction), its fields listed with confidence."""
+    pytest.importorskip("matplotlib")
+    from kcontract.classes.precision import recipe_quantities
+    from kcontract.fingerprint import Design, fingerprint
+    from kcontract.report._util import violation_lines
+    d = Design(accumulator_bits=14, accumulator_rounding="toward_zero", output_format="float32")
+    rec = fingerprint(d.matmul, op="matmul", dtype="float32")
+    run = make_run(True)
+    prc = run["results"][0]
+    prc["signature"]["recovered_recipe"] = json.loads(json.dumps(recipe_quantities(rec)))
+    html = render_html(run)
+    by = {(f["contract"], f["kind"]): f for f in figures(html)}
+    fig = by[("prc01-matmul", "recipe-sweep")]
+    designs = list(rec.sweep[0].predicted)
+    assert fig["points"] == len(rec.sweep) * (1 + len(designs))
+    assert 'id="measured"' in fig["body"] and 'id="design-0"' in fig["body"]
+    last = rec.sweep[-1]
+    assert (f"<td>{last.length}</td><td>{last.measured:.3g}</td>"
+            f"<td>{last.predicted[designs[0]]:.3g}</td>") in fig["body"]
+    assert rec.summary() in fig["body"]
+    card = re.search(r'<div class="card violation" id="v-prc01-matmul".*?</div>', html,
+                     re.S).group(0)
+    assert "recovered recipe" in card
+    assert "<td>accumulator_bits</td><td>14</td>" in card
+    assert "<td>accumulator_rounding</td><td>toward_zero</td>" in card
+    # the terminal and JUnit lines show the summary, not the whole record
+    sig_line = next(line for line in violation_lines(prc) if "signature:" in line)
+    assert f"recovered_recipe={rec.summary()}"[:60] in sig_line and "'sweep'" not in sig_line
+    # a run without one draws none
+    assert ("prc01-matmul", "recipe-sweep") not in {
+        (f["contract"], f["kind"]) for f in figures(render_html(make_run(True)))}

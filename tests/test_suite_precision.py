@@ -305,3 +305,86 @@ def test_derived_tolerances_hold_for_honest_16bit_kernels():
         for cid in ("prc01-matmul", "prc04-matmul", "prc03-matmul"):
             res = run_one(cid, "kc_prc_honest16:mm", dtype=dt)
             assert res.verdict.value == "pass", (cid, dt, res.message)
+
+
+# -- the recovered recipe in C-PRC-01/04 violations ---------------------------------------------
+
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "worker"])
+def test_violation_carries_the_recovered_recipe(in_process):
+    """A failing C-PRC-01 runs the staged recovery on the kernel, through the check's own
+    calls (in the kernel's worker): the recipe's fields with confidence in the signature
+    and the JSON, its summary in the message; the signature code stays."""
+    res = run_one("prc01-matmul", f"{RECIPES_MOD}:matmul_fp32_fp16acc", in_process=in_process)
+    assert res.verdict.value == "violation"
+    sig = json.loads(json.dumps(res.signature))  # what the JSON holds
+    assert sig["code"] == "C-PRC-01.narrow-accumulator"
+    assert sig["recipe"] == "fp32 operands, fp16 accumulation"  # the fixed-list name stays
+    rec = sig["recovered_recipe"]
+    assert rec["operand_format"] == "float32" and rec["accumulator_bits"] == 11
+    assert rec["accumulator_rounding"] == "nearest"
+    assert rec["accumulator_bits_confidence"] == 1.0
+    for name in ("fused_group", "promotion_interval", "subnormal_inputs", "subnormal_outputs"):
+        assert name in rec and f"{name}_confidence" in rec
+    assert rec["evidence"]["accumulator_bits"] and rec["sweep"]
+    assert "recovered recipe: fp32 operands, 11-bit accumulator (nearest)" in res.message
+
+
+def test_prc04_violation_carries_the_recovered_operands():
+    res = run_one("prc04-matmul", f"{RECIPES_MOD}:matmul_bf16_fp32")
+    assert res.signature["code"] == "C-PRC-04.format-substitution"
+    rec = res.signature["recovered_recipe"]
+    assert rec["operand_format"] == "bfloat16" and rec["accumulator_bits"] == 24
+    assert "recovered recipe: bf16 operands" in res.message
+
+
+@pytest.mark.parametrize("cid, kernel, want", [
+    ("prc01-linear_gelu", "prc01_linear_gelu:bad",
+     {"operand_format": "float32", "workspace_interval": 64, "workspace_bits": 11}),
+    ("prc01-sum", "prc01_sum:bad", {"workspace_interval": 256, "workspace_bits": 11}),
+    ("prc01-attention", "prc01_attention:bad", {"operand_format": "float32",
+                                                "accumulator_bits": 11}),
+])
+def test_the_other_ops_violations_carry_the_recovered_recipe(cid, kernel, want):
+    res = run_one(cid, f"kcontract.suite.kernels.{kernel}")
+    assert res.verdict.value == "violation"
+    rec = res.signature["recovered_recipe"]
+    assert {k: rec.get(k) for k in want} == want
+    if cid == "prc01-attention":
+        assert "score_bits" in rec and "scores from fp32 q, k" in rec["summary"]
+
+
+def test_scaled_matmul_violation_recovers_with_unit_scales():
+    """scaled_matmul has no fixed-list probe: the recovery calls it with unit per-tensor
+    scales (its fingerprint.recipe_adapt) and finds the 14-bit fp8 accumulator."""
+    res = run_one("prc01-scaled_matmul_f32", "kcontract.suite.kernels.prc01_scaled_matmul_f32:bad",
+                  dtype="float8_e4m3fn")
+    assert res.verdict.value == "violation"
+    rec = res.signature["recovered_recipe"]
+    assert rec["operand_format"] == "float8_e4m3fn" and rec["accumulator_bits"] == 14
+    assert rec["accumulator_bits_confidence"] == 1.0
+
+
+def test_a_kernel_failing_a_recovery_probe_keeps_its_verdict():
+    """The recovery's first probe (a 32 x 4 product) raises: the violation stands, the
+    signature says why no recipe was recovered."""
+    mod = types.ModuleType("prc_recovery_fails")
+
+    def matmul(a, b):
+        if a.shape[1] == 4:
+            raise RuntimeError("no such tile")
+        return R.matmul_fp32_fp16acc(a, b)
+    mod.matmul = matmul
+    sys.modules[mod.__name__] = mod
+    try:
+        res = run_one("prc01-matmul", f"{mod.__name__}:matmul")
+    finally:
+        del sys.modules[mod.__name__]
+    assert res.verdict.value == "violation"
+    assert res.signature["code"] == "C-PRC-01.narrow-accumulator"
+    rec = res.signature["recovered_recipe"]
+    assert rec["summary"] is None and "no such tile" in rec["error"]
+
+
+def test_a_passing_contract_recovers_nothing():
+    res = run_one("prc01-matmul", f"{RECIPES_MOD}:matmul_fp32_fp32")
+    assert res.verdict.value == "pass" and "recovered_recipe" not in (res.signature or {})

@@ -13,7 +13,12 @@ Detectors
                                accumulator bits (matmul, sum: crafted probes, see
                                :mod:`.fingerprint`); for other ops, the operand
                                format whose emulation explains the error and the
-                               accumulator precision the error corresponds to.
+                               accumulator precision the error corresponds to.  Where
+                               the op names a recovery target, also the recipe the
+                               staged recovery of :mod:`kcontract.fingerprint` finds
+                               (``recovered_recipe``: accumulator bits and rounding,
+                               fused group, promotion, workspace, subnormals, with
+                               confidence), run on the kernel through the check's calls.
     ``unstable_formulation``   (C-PRC-02) pass rate per input family and the
                                formulation that fails that way.
     ``subnormal_flush``        (C-PRC-03) where subnormals were flushed, with counts.
@@ -140,7 +145,7 @@ def _fingerprint(ctx: Context, dtype: str):
     """The op's fingerprint probe (its ``fingerprint`` capability) run on the kernel, or
     None when the op declares none."""
     probe = ctx.op.fingerprint
-    if probe is None:
+    if probe is None or not probe.kind:
         return None
     fn = FINGERPRINT_PROBES.get(probe.kind)
     if fn is None:
@@ -150,6 +155,60 @@ def _fingerprint(ctx: Context, dtype: str):
     if probe.adapt is not None:
         call = probe.adapt(call)
     return fn(call, dtype, **dict(probe.options))
+
+
+#: the recovered recipe's fields a violation states (value and confidence)
+RECIPE_FIELDS = ("operand_format", "accumulator_bits", "accumulator_rounding", "fused_group",
+                 "promotion_interval", "workspace_interval", "workspace_bits", "subnormal_inputs",
+                 "subnormal_outputs", "reduction_order", "score_operand_format", "score_bits")
+
+
+def _recover(ctx: Context, dtype: str):
+    """The staged recovery of :mod:`kcontract.fingerprint` (the op's ``fingerprint.recipe``
+    target) run on the kernel through the check's own calls (its worker): the Recipe,
+    a string saying why there is none, or None when the op has no target."""
+    probe = ctx.op.fingerprint
+    if probe is None or not probe.recipe:
+        return None
+    from ..fingerprint import ProbeFailure, recover, target_for
+
+    def call(*arrays):
+        res = ctx.call(dict(zip(ctx.op.inputs, arrays)))
+        if not res.ok:
+            raise ProbeFailure(res.describe())
+        if res.out is None:
+            raise ProbeFailure("the kernel returned nothing")
+        return np.asarray(res.out)
+    if probe.recipe_adapt is not None:
+        call = probe.recipe_adapt(call)
+    cases = ctx.cases  # the recovery's calls are counted in its own ``calls``, not as cases
+    try:
+        return recover(target_for(probe.recipe, call, dtype), probe.recipe)
+    except ProbeFailure as exc:
+        return f"the kernel failed on a recovery probe: {exc}"
+    except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
+        # outputs the probes' read-back cannot use (a shape, a dtype): the violation stands
+        return f"the recovery could not read the kernel's outputs: {type(exc).__name__}: {exc}"
+    finally:
+        ctx.cases = cases
+
+
+def recipe_quantities(recipe) -> dict:
+    """The recovered recipe as a violation states it: each field's value and confidence,
+    the summary, the evidence and the error sweep (for the report's plot)."""
+    d = recipe.as_dict()
+    fields = d["recipe"]
+    out = {"summary": d["summary"]}
+    for name in RECIPE_FIELDS:
+        if name in fields:
+            f = fields[name]
+            out[name] = f["value"]
+            out[f"{name}_confidence"] = f["confidence"]
+    out.update({"evidence": {k: v["evidence"] for k, v in fields.items()},
+                "probes_reproduced": d["probes_reproduced"], "sweep": d["sweep"],
+                "calls": d["calls"], "seconds": d["seconds"],
+                "input_format": d["input_format"], "output_format": d["output_format"]})
+    return out
 
 
 # -- precision fingerprint (C-PRC-01 / C-PRC-04) ---------------------------------------------
@@ -216,6 +275,12 @@ def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
                 out["recipe"] = f"error of a ~{bits:g}-bit accumulator ({short(acc)}-like)"
         out.update({"operand_format": operand, "accumulator_format": acc,
                     "accumulator_bits": bits})
+    recovered = None if gross >= 0.5 else _recover(ctx, dtype)
+    if isinstance(recovered, str):
+        out["recovered_recipe"] = {"summary": None, "error": recovered}
+        recovered = None
+    elif recovered is not None:
+        out["recovered_recipe"] = recipe_quantities(recovered)
     recipe = out.get("recipe", "")
     refined = None
     dec_bits = ctx.claims.accumulate.precision
@@ -249,6 +314,9 @@ def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
     else:
         summary = (f"error above the {short(declared)}-accumulation bound; "
                    f"fingerprint: {recipe or 'not identified'}")
+    if recovered is not None:
+        summary = (f"recovered recipe: {recovered.summary()}; {summary}" if unexplained else
+                   f"{summary}; recovered recipe: {recovered.summary()}")
     return Diagnosis(summary=summary, quantities=out, code=refined)
 
 

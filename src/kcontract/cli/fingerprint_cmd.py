@@ -14,13 +14,16 @@ from . import EXIT_FAIL, EXIT_OK, main
 LABELS = {"operand_format": "operand format", "operand_rounding": "operand rounding",
           "products": "products", "accumulator_bits": "accumulator bits",
           "accumulator_rounding": "accumulator rounding", "fused_group": "fused group",
-          "promotion_interval": "promotion interval", "subnormal_inputs": "subnormal inputs",
-          "subnormal_outputs": "subnormal outputs", "reduction_order": "reduction order"}
+          "promotion_interval": "promotion interval", "workspace_interval": "workspace after",
+          "workspace_bits": "workspace bits", "subnormal_inputs": "subnormal inputs",
+          "subnormal_outputs": "subnormal outputs", "reduction_order": "reduction order",
+          "score_operand_format": "q, k format", "score_bits": "score bits"}
 
 
 def _value(name, value) -> str:
     if value is None:
         return {"promotion_interval": "never", "operand_rounding": "none",
+                "workspace_interval": "none", "workspace_bits": "none",
                 "reduction_order": "not identified"}.get(name, "-")
     return str(value)
 
@@ -63,7 +66,8 @@ def print_recipe(recipe, console: Console, title: str = "") -> None:
 
 @main.command("fingerprint", context_settings={"show_default": True})
 @click.argument("kernel")
-@click.option("--op", required=True, help="the op the kernel implements: matmul or sum")
+@click.option("--op", required=True, help="the op the kernel implements: matmul, scaled_matmul "
+                                          "(called as (a, b)), sum, linear_gelu or attention")
 @click.option("--dtype", required=True, help="the kernel's input dtype (float32, bfloat16, float16, "
                                              "float8_e4m3fn, float8_e5m2)")
 @click.option("--framework", default="numpy", help="numpy or torch")

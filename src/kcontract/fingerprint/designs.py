@@ -14,7 +14,9 @@ A :class:`Design` says what a unit computes for one inner product
 4. with a ``promotion_interval`` P, the narrow accumulator restarts from zero
    every P products and its partial sum is added to a wide accumulator of
    ``wide_bits`` bits, rounded to nearest (DeepSeek-V3's fix of FP8 GEMMs:
-   partial sums moved to fp32 CUDA cores every 128 products);
+   partial sums moved to fp32 CUDA cores every 128 products); with ``wide_bits``
+   below ``accumulator_bits`` the same models wide blocks whose partial sums meet in
+   a narrow workspace (``partials_rounded``: each partial stored in it first);
 5. the result is rounded to nearest into the output format (a subnormal result
    is flushed to zero with ``flush_outputs``).
 
@@ -44,6 +46,9 @@ class Design:
     fused_group: int = 1
     promotion_interval: Optional[int] = None
     wide_bits: int = 24
+    #: each partial sum rounded to ``wide_bits`` before it is added (stored in the
+    #: workspace's format first)
+    partials_rounded: bool = False
     products_exact: bool = True
     flush_inputs: bool = False
     flush_outputs: bool = False
@@ -85,7 +90,9 @@ class Design:
                     hi, lo = exact_sum(cols, start=acc)
                     acc = round_bits(hi, lo, p, mode)
                 if self.promotion_interval:
-                    hi, lo = exact_sum([acc], start=wide)
+                    part = (round_bits(acc, None, self.wide_bits, "nearest")
+                            if self.partials_rounded else acc)
+                    hi, lo = exact_sum([part], start=wide)
                     wide = round_bits(hi, lo, self.wide_bits, "nearest")
                 else:
                     wide = acc

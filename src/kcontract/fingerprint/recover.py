@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import get_format
+from ..formats import get_format, round_to
 from . import probes as P
 from .designs import Design
 from .rounding import MODE_TEXT, MODES
@@ -69,7 +69,8 @@ class SweepPoint:
 
 FIELD_ORDER = ("operand_format", "operand_rounding", "products", "accumulator_bits",
                "accumulator_rounding", "fused_group", "promotion_interval",
-               "subnormal_inputs", "subnormal_outputs", "reduction_order")
+               "workspace_interval", "workspace_bits", "subnormal_inputs", "subnormal_outputs", "reduction_order",
+               "score_operand_format", "score_bits")
 
 
 @dataclass
@@ -106,8 +107,18 @@ class Recipe:
         g = f["fused_group"].value
         parts.append(f"groups of {g}" if g and g > 1 else "one product per rounding")
         pi = f["promotion_interval"].value
-        if pi:
+        if pi and self.design.wide_bits >= self.design.accumulator_bits:
             parts.append(f"promoted to fp32 every {pi}")
+        ws = f.get("workspace_interval")
+        if ws is not None and ws.value:
+            how = "stored in" if self.design.partials_rounded else "added into"
+            parts.append(f"blocks of {ws.value} {how} a {f['workspace_bits'].value}-bit "
+                         "workspace")
+        if "score_bits" in f:
+            sb = f["score_bits"]
+            least = "at least " if sb.evidence.startswith("at least") else ""
+            parts.append(f"scores from {_short(f['score_operand_format'].value)} q, k carry "
+                         f"{least}{sb.value} bits")
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -164,14 +175,20 @@ class Recovery:
     def start(self) -> None:
         """Exact integers: a sum of 4 ones, exact in any accumulator of 2 bits or more
         (learns the output format on the way)."""
-        ones = np.ones((2, 4))
-        obs = self.t.dots(ones, ones if self.t.operands == 2 else None)
-        self.fout = self.t.output_format
-        if not np.all(obs == 4.0):
+        t = self.t
+        # where the op shows only results >= 2**floor: factors 2**ceil(floor / 2)
+        c = 2.0 ** -(-max(t.floor or 0, 0) // 2) if t.operands == 2 else 1.0
+        ones = np.full((2, 4), c)
+        want = 4.0 * c * c
+        obs = t.dots(ones, ones if t.operands == 2 else None)
+        self.fout = t.output_format
+        if not np.all(obs == want):
             from .targets import ProbeFailure
-            raise ProbeFailure(f"the kernel does not sum 4 ones to 4 (got {obs.tolist()}): "
-                               "no inner product to fingerprint")
-        self.scales = P.Scales.of(self.fin, self.fout, self.t.operands)
+            raise ProbeFailure(f"the kernel does not sum 4 products {c * c:g} to {want:g} "
+                               f"(got {obs.tolist()}): no inner product to fingerprint")
+        self.scales = P.Scales.of(self.fin, self.fout, t.operands, floor=t.floor,
+                                  signed=t.signed, term_operands=t.term_operands,
+                                  headroom=t.headroom)
 
     def group(self) -> Design:
         probe = P.group_probe(self.scales)
@@ -320,7 +337,75 @@ class Recovery:
             "promotion_interval", Pi, top, ev, [t for t in tied[1:4]])
         return base.with_(promotion_interval=Pi)
 
+    def workspace(self, base: Design) -> Design:
+        """Blocks summed in a wide accumulator whose partial sums are added into a
+        narrower workspace (a split-K product with an fp16 workspace): the block size
+        from where a small term is lost between big and -big, the workspace's bits by
+        emulation (the design's promotion with ``wide_bits`` below ``accumulator_bits``)."""
+        names = ("workspace_interval", "workspace_bits")
+        probe = None
+        if base.promotion_interval is None and base.accumulator_bits >= P.WORKSPACE_GAP + 2:
+            probe = P.workspace_probe(self.scales)
+        if probe is None:
+            why = ("not measurable: " + (
+                "partial sums are promoted (see promotion_interval)" if base.promotion_interval
+                else f"a {base.accumulator_bits}-bit accumulator rounds the small terms itself"
+                if base.accumulator_bits < P.WORKSPACE_GAP + 2 else
+                f"the {_short(self.fout)} output cannot show the probe's sums"))
+            for n in names:
+                self.fields[n] = Field(n, None, 0.5, why)
+            return base
+        old = self.t.batch
+        self.t.batch = min(old, 32)
+        try:
+            obs = self.observe(probe)
+        finally:
+            self.t.batch = old
+        js = np.array(probe.params)
+        want = base.dots(probe.a, probe.b, self.fin, self.fout)
+        lost = ~_same(obs, want)
+        lost_js = js[lost]
+        if not lost.any():
+            ev = (f"big + 2**-{P.WORKSPACE_GAP} big - big at k = 0, j, j+1 kept the small term "
+                  f"for every j = 1..{js[-1]}: no block boundary narrows the partial sums")
+            for n in names:
+                self.fields[n] = Field(n, None, 1.0, ev)
+            return base
+        C = int(lost_js[0]) + 1
+        bp = P.workspace_bits_probe(self.scales, C)
+        bobs = self.observe(bp)
+        shares = {}
+        for b in range(2, P.WORKSPACE_GAP + 2):
+            d = base.with_(promotion_interval=C, wide_bits=b)
+            shares[b] = _share(d, bp, bobs, self.fin, self.fout)
+        top = max(shares.values())
+        b = [k for k, v in shares.items() if v == top][0]
+        alts = [k for k, v in shares.items() if v == top and k != b]
+        # partial sums added as they are, or stored in the workspace first (then the
+        # small term is lost for every j past the first boundary: small - big rounds)
+        variants = {r: base.with_(promotion_interval=C, wide_bits=b, partials_rounded=r)
+                    for r in (False, True)}
+        fit = {r: _share(d, probe, obs, self.fin, self.fout) for r, d in variants.items()}
+        rounded = fit[True] > fit[False]
+        d = variants[rounded]
+        conf = fit[rounded]
+        ev = (f"big + 2**-{P.WORKSPACE_GAP} big - big at k = 0, j, j+1 lost the small term at "
+              f"j = {_runs(lost_js)} ({'every j from ' + str(C - 1) if rounded else f'j = {C - 1} mod {C}'}"
+              f"): blocks of {C} products are summed exactly and their partial sums "
+              f"{'stored in' if rounded else 'added into'} a narrower workspace (the design "
+              f"reproduces {conf:.0%} of {probe.rows} rows)")
+        self.fields["workspace_interval"] = Field("workspace_interval", C, conf, ev)
+        lift = 2.0 ** self.scales.floor if self.scales.floor is not None else 0.0
+        kept = [q for q, o in zip(bp.params, bobs) if o != lift]
+        self.fields["workspace_bits"] = Field(
+            "workspace_bits", b, top,
+            f"2**-q big across the block boundary kept for q <= {max(kept) if kept else 0}: a "
+            f"{b}-bit workspace (nearest) reproduces {top:.0%} of {bp.rows} rows", alts)
+        return d
+
     def operands(self, base: Design) -> Design:
+        if self.t.term_operands:
+            return self.terms(base)
         probe = P.operand_probe(self.scales, base.fused_group)
         if probe is None:
             for name in ("operand_format", "operand_rounding", "products"):
@@ -372,6 +457,14 @@ class Recovery:
             js = sorted({int(t.split()[1]) for t, h in zip(np.array(probe.params)[cancel], hit)
                          if h})
             exact = bool(hit.any())
+            if not sep.any():
+                # the design rounds the residual itself (a narrow workspace, a narrow output):
+                # both kinds of product give the same outputs
+                self.fields["products"] = Field(
+                    "products", None, 1.0,
+                    f"not measurable: the recovered design rounds 1 - (1 + 2**-12)**2 to "
+                    f"{o[0]:.9g} with exact and with rounded products alike")
+                return d
             if exact:
                 ev = (f"1 - (1 + 2**-12)**2 came out exactly ({o[hit][0]:.9g}) with the pair at "
                       f"k = 0 and k = {_runs(js)} (fused multiply-adds: a product meets the "
@@ -387,7 +480,113 @@ class Recovery:
         self.fields["products"] = Field("products", "exact" if exact else "rounded", conf, ev)
         return d.with_(products_exact=exact)
 
+    def terms(self, base: Design) -> Design:
+        """The format a one-operand kernel rounds its terms to (attention's v): one-hot
+        many-bit terms, emulated with the accumulator found before (a narrow accumulator
+        rounds a lone term too; x - x tells it from rounded terms)."""
+        probe = P.term_probe(self.scales)
+        obs = self.observe(probe)
+        scores = {}
+        for fmt in P.OPERAND_CANDIDATES.get(self.fin, (self.fin,)):
+            for rnd in ("nearest", "toward_zero"):
+                d = base.with_(operand_format=fmt, operand_rounding=rnd)
+                scores[(fmt, rnd)] = _share(d, probe, obs, self.fin, self.fout)
+        top = max(scores.values())
+        fmt, rnd = [k for k, v in scores.items() if v == top][0]
+        fmts = sorted({k[0] for k, v in scores.items() if v == top and k[0] != fmt})
+        others = ", ".join(f"{_short(f)} {max(v for k, v in scores.items() if k[0] == f):.0%}"
+                           for f in dict.fromkeys(k[0] for k in scores) if f != fmt)
+        self.fields["operand_format"] = Field(
+            "operand_format", fmt, top,
+            f"one-hot many-bit terms and x - x pairs match terms rounded to {_short(fmt)} on "
+            f"{top:.0%} of {probe.rows} rows (others: {others or 'none'})", fmts)
+        self.fields["operand_rounding"] = Field(
+            "operand_rounding", None if fmt == self.fin else rnd, top if fmt != self.fin else 1.0,
+            "terms are used as given" if fmt == self.fin else f"{MODE_TEXT[rnd]} into "
+            f"{_short(fmt)}")
+        self.fields["products"] = Field(
+            "products", None, 1.0, f"not measurable: the {self.op} probe sums terms (its other "
+            "factor is fixed)")
+        return base.with_(operand_format=None if fmt == self.fin else fmt, operand_rounding=rnd)
+
+    def scores(self) -> None:
+        """Attention's q k^T (the p @ v stages see only v): rows read through the softmax
+        (see :meth:`AttentionTarget.scores`), emulated for each candidate operand format
+        of q and k and each number of bits the scores carry into the softmax (their
+        accumulator or their storage, whichever is narrower)."""
+        rng = np.random.default_rng(0xF3)
+        f = get_format(self.fin)
+        D = self.t.score_width
+        n = 16
+
+        def sig(count, nbits):
+            return 1.0 + rng.integers(0, 2 ** (nbits - 1), count) / 2.0 ** (nbits - 1)
+        bits = f.precision
+        qa, kb, tags = [], [], []
+
+        def row(pairs, tag):
+            q, k = np.zeros(D), np.zeros(D)
+            for d, (x, y) in enumerate(pairs):
+                q[d], k[d] = x, y
+            qa.append(q)
+            kb.append(k)
+            tags.append(tag)
+        for x in sig(n, bits):
+            row([(x, 4.0)], "q many-bit")
+        for y in sig(n, bits):
+            row([(4.0, y)], "k many-bit")
+        for x, y in zip(sig(n, min(bits, 11)), sig(n, min(bits, 11))):
+            row([(x, 4.0 * y)], "22-bit score")
+        for j in range(1, 23):
+            row([(1.0, 4.0), (2.0 ** -j, 4.0)], f"1 + 2**-{j}")
+        qa = round_to(np.array(qa), f)
+        kb = round_to(np.array(kb), f)
+        pv = self.fields.get("accumulator_bits")
+        est, tol = self.t.scores(qa, kb, pv.value if pv is not None else None)
+        ok = np.isfinite(est) & np.isfinite(tol)
+        cands = {}
+        for fmt in P.OPERAND_CANDIDATES.get(self.fin, (self.fin,)):
+            for p in list(range(4, 25)) + [53]:
+                d = Design(operand_format=fmt, accumulator_bits=p)
+                pred = d.dots(qa, kb, self.fin, "float64") / np.sqrt(D)
+                with np.errstate(invalid="ignore"):
+                    hit = np.abs(est - pred) <= tol
+                cands[(fmt, p)] = float(np.mean(hit[ok])) if ok.any() else 0.0
+        top = max(cands.values())
+        tied = [k for k, v in cands.items() if v == top]
+        order = P.OPERAND_CANDIDATES.get(self.fin, (self.fin,))
+        tied.sort(key=lambda k: (order.index(k[0]), -k[1]))
+        fmt = tied[0][0]
+        ps = sorted(p for g, p in tied if g == fmt)
+        resolve = int(np.floor(-np.log2(np.median(tol[ok])))) if ok.any() else 0
+        p = ps[0]
+        least = ps[-1] >= 24 and p >= min(resolve, 24) - 2
+        others = sorted({g for g, _ in tied if g != fmt})
+        self.fields["score_operand_format"] = Field(
+            "score_operand_format", fmt, top,
+            f"scores of one-hot q . k products with many-bit q or k, read through a two-key "
+            f"softmax (to about 2**-{resolve}), match q and k rounded to {_short(fmt)} on "
+            f"{top:.0%} of {int(ok.sum())} rows", others)
+        if least:
+            ev = (f"at least {p} bits (the softmax readout resolves about 2**-{resolve}): 22-bit "
+                  f"scores and 1 + 2**-j for j up to {min(resolve, 22)} came through")
+        else:
+            lost = [t for t, h in zip(tags, np.abs(est - (qa * kb).sum(axis=1) / 4) > tol)
+                    if h and t.startswith("1 +")]
+            ev = (f"the scores carry {p} significand bits into the softmax: 22-bit products and "
+                  f"{', '.join(lost[:3]) or 'the many-bit rows'} were rounded "
+                  f"({top:.0%} of rows reproduced)")
+        self.fields["score_bits"] = Field("score_bits", p, top, ev,
+                                          [x for x in ps[1:4]] if not least else [])
+
     def subnormals(self, base: Design) -> Design:
+        if not self.t.subnormals:
+            for which in ("inputs", "outputs"):
+                self.fields[f"subnormal_{which}"] = Field(
+                    f"subnormal_{which}", None, 0.0,
+                    f"not measurable: the {self.op} does not show subnormal terms or results "
+                    "as they are")
+            return base
         probe = P.subnormal_probe(self.scales)
         obs = self.observe(probe)
         tags = np.array(probe.params)
@@ -489,8 +688,11 @@ def recover(target: Target, op: str) -> Recipe:
     d = r.group()
     d = r.rounding(d)
     d = r.promotion(d)
+    d = r.workspace(d)
     d = r.operands(d)
     d = r.subnormals(d)
+    if hasattr(target, "scores"):
+        r.scores()
     d = d.with_(name="recovered", output_format=r.fout)
     sweep = r.sweep(d)
     total = sum(pr.rows for pr, _ in r.observed)

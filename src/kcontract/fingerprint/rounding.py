@@ -42,7 +42,8 @@ def exact_sum(columns, start=None):
         for c in columns:
             hi, e = two_sum(hi, c)
             lo = lo + e
-        hi, lo = two_sum(hi, lo)
+        # an overflowed sum stays what it is (its remainder inf - inf would make it NaN)
+        hi, lo = two_sum(hi, np.where(np.isfinite(hi), lo, 0.0))
     return hi, np.where(np.isfinite(hi), lo, 0.0)
 
 

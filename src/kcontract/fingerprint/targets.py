@@ -35,6 +35,16 @@ class Target:
     #: units such as torch._scaled_mm take only multiples of 16; zero products change no sum,
     #: but a longer reduction may take another code path, so only where the op needs it)
     pad = 1
+    #: the smallest exponent of a nonzero result the op shows as it is (None: any)
+    floor: Optional[int] = None
+    #: False: the op hides negative results (gelu)
+    signed = True
+    #: False: subnormal inputs or results cannot reach the output as they are
+    subnormals = True
+    #: a one-operand target whose kernel may round its terms (attention's v)
+    term_operands = False
+    #: binades the kernel's inputs sit above the terms
+    headroom = 0
 
     def __init__(self, call: Call, input_format: str):
         self.call = call
@@ -94,18 +104,94 @@ class MatmulTarget(Target):
 
     name = "matmul"
 
+    def _mm(self, a, bt):
+        return self._run(a, bt)
+
     def _dots(self, a, b):
         if b is None:
             b = np.ones_like(a)
-        out = self._run(self._store(a), self._store(b.T))
+        out = self._mm(self._store(a), self._store(b.T))
         if out.shape != (a.shape[0], a.shape[0]):
             raise ProbeFailure(f"the kernel returned shape {out.shape}, expected "
                                f"{(a.shape[0], a.shape[0])}")
         return np.diagonal(out.astype(np.float64)).copy()
 
     def grid(self, a, b):
-        out = self._run(self._store(a), self._store(b.T))
+        out = self._mm(self._store(a), self._store(b.T))
         return out.astype(np.float64).reshape(-1)
+
+
+class LinearGeluTarget(MatmulTarget):
+    """``linear_gelu(x, w, b) = gelu(x @ w + b)`` with a zero bias: gelu(v) == v for
+    v >= 16 in every float format (1 - Phi(16) is below 2**-180) and gelu(0) == 0, so
+    probes whose results are 0 or at least 16 read the product as it is; none makes a
+    negative or a subnormal result."""
+
+    name = "linear_gelu"
+    floor = 4
+    signed = False
+    subnormals = False
+
+    def _mm(self, a, bt):
+        return self._run(a, bt, np.zeros(bt.shape[1], dtype=bt.dtype))
+
+
+class AttentionTarget(Target):
+    """The p @ v product of ``attention(q, k, v)``: with q = 0 every score is 0 and every
+    probability exactly 1/T (T, the keys, a power of two: probes are padded with zero
+    terms), so output column d is sum_t v[t, d] / T, a sum of the terms v / T.  Rows are
+    columns of v; v = T * terms (``headroom``: T <= 2**11)."""
+
+    name = "attention"
+    operands = 1
+    batch = 32
+    term_operands = True
+    subnormals = False
+    headroom = 11
+    min_keys = 256
+
+    def _dots(self, a, b):
+        R, K = a.shape
+        # at least 256 keys: kernels take other code paths (and orders) for a few keys
+        T = max(1 << max(int(K - 1).bit_length(), 0), self.min_keys)
+        D = max(R, self.batch)  # one head width for every call: one code path
+        v = np.zeros((1, 1, T, D))
+        v[0, 0, :K, :R] = a.T * T
+        q = np.zeros((1, 1, 1, D))
+        out = self._run(self._store(q), self._store(np.zeros((1, 1, T, D))), self._store(v))
+        if out.size != D:
+            raise ProbeFailure(f"the kernel returned shape {out.shape}, expected (1, 1, 1, {D})")
+        return out.astype(np.float64).reshape(-1)[:R]
+
+    def grid(self, a, b):
+        return self.dots(a, None)
+
+    #: the head width of the score probe (1/sqrt(D) = 1/4, exact)
+    score_width = 16
+
+    def scores(self, qa: np.ndarray, kb: np.ndarray, bits: Optional[int] = None):
+        """The scores q . k / sqrt(D) of rows (qa[r], kb[r]) (D = 16), read through the
+        softmax: two keys, k_0 = 0 (score 0) and k_1 = kb[r], v = (1, 0) in column 0, so
+        out = 1 / (1 + exp(s)) and s = log(1/out - 1).  Returns the estimates and their
+        resolution (16 ulps of the output at ``bits`` significand bits, the narrower of the
+        output format and p @ v's accumulator, through the slope of the logistic)."""
+        R, D = qa.shape
+        q = np.zeros((R, 1, 1, D))
+        q[:, 0, 0, :] = qa
+        k = np.zeros((R, 1, 2, D))
+        k[:, 0, 1, :] = kb
+        v = np.zeros((R, 1, 2, D))
+        v[:, 0, 0, 0] = 1.0
+        out = self._run(self._store(q), self._store(k), self._store(v))
+        bits = min(bits or 64, get_format(self.output_format).precision)
+        if out.shape != (R, 1, 1, D):
+            raise ProbeFailure(f"the kernel returned shape {out.shape}, expected {(R, 1, 1, D)}")
+        o = out.astype(np.float64)[:, 0, 0, 0]
+        with np.errstate(all="ignore"):
+            est = np.log(1.0 / o - 1.0)
+            step = 2.0 ** (np.floor(np.log2(np.abs(o))) - bits + 1)
+            tol = 16.0 * step / (o * (1.0 - o))
+        return est, tol
 
 
 class ScaledMatmulTarget(MatmulTarget):
@@ -135,7 +221,8 @@ class SumTarget(Target):
 
 #: op name -> its target
 TARGETS: dict[str, type] = {"matmul": MatmulTarget, "scaled_matmul": ScaledMatmulTarget,
-                            "sum": SumTarget}
+                            "sum": SumTarget, "linear_gelu": LinearGeluTarget,
+                            "attention": AttentionTarget}
 
 
 def target_for(op: str, call: Call, input_format: str) -> Target:
@@ -182,5 +269,6 @@ class KernelCaller:
         return np.asarray(res.out)
 
 
-__all__ = ["Target", "MatmulTarget", "ScaledMatmulTarget", "SumTarget", "TARGETS", "target_for", "KernelCaller",
+__all__ = ["Target", "MatmulTarget", "ScaledMatmulTarget", "SumTarget", "LinearGeluTarget",
+           "AttentionTarget", "TARGETS", "target_for", "KernelCaller",
            "ProbeFailure"]

@@ -119,7 +119,7 @@ OPS = [
                      {"B": 1, "H": 1, "S": 5, "T": 300, "D": 64}, {"B": 3, "H": 2, "S": 17, "T": 17, "D": 24}),
         quantity_names=("mag", "qk"), row_inputs=("q", "k", "v"),
         normalised_rows=True,
-        fingerprint=FingerprintProbe("attention_pv", covers_operands=False),
+        fingerprint=FingerprintProbe("attention_pv", covers_operands=False, recipe="attention"),
         summary="attention(q, k, v, causal=False): q (B,H,S,D), k, v (B,H,T,D); scale 1/sqrt(D); "
                 "causal mask aligned bottom-right"),
 ]

@@ -102,12 +102,17 @@ class FingerprintProbe:
     the product of the probabilities with ``v``).  ``adapt`` turns the kernel's
     ``call(*inputs)`` into the probe's call signature (None: as is); ``options`` go to the
     probe; ``covers_operands``: False when the probe sees only some operands (attention's
-    p @ v probe cannot see q and k), so an emulation is tried as well."""
+    p @ v probe cannot see q and k), so an emulation is tried as well.  ``recipe``: the
+    :mod:`kcontract.fingerprint` target whose staged recovery a failing C-PRC-01/04 runs
+    on the kernel (called with the op's own inputs; ``recipe_adapt`` turns them into the
+    target's call, None: as is); ``kind`` may then be empty (no fixed-list probe)."""
 
     kind: str
     adapt: Optional[Callable[[Callable], Callable]] = None
     options: Mapping[str, Any] = field(default_factory=dict)
     covers_operands: bool = True
+    recipe: Optional[str] = None
+    recipe_adapt: Optional[Callable[[Callable], Callable]] = None
 
 
 @dataclass(frozen=True)

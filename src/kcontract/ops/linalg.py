@@ -153,7 +153,7 @@ OPS = [
                      {"B": 3, "M": 5, "K": 33, "N": 9}),
         quantity_names=("mag",), row_inputs=("a",),
         reorder_axes={"a": -1, "b": -2}, injection_inputs=("a", "b"),
-        fingerprint=FingerprintProbe("inner_product"),
+        fingerprint=FingerprintProbe("inner_product", recipe="matmul"),
         summary="matmul(a, b): a (..., M, K), b (..., K, N) -> (..., M, N)"),
     LinearGelu(
         name="linear_gelu", inputs=("x", "w", "b"), symbols=("M", "K", "N"), reduction=("K",),
@@ -164,6 +164,7 @@ OPS = [
         reorder_axes={"x": -1, "w": -2},
         approximations={"tanh": lambda x, **kw: gelu_tanh(LinearGelu.preactivation(None, x))},
         fingerprint=FingerprintProbe("inner_product", adapt=_zero_bias,
-                                     options={"positive": True, "growth": ()}),
+                                     options={"positive": True, "growth": ()},
+                                     recipe="linear_gelu"),
         summary="linear_gelu(x, w, b) = gelu(x @ w + b), erf form; oracle: the unfused composition"),
 ]

@@ -193,7 +193,7 @@ class LayerNorm(Rowwise):
 OPS = [
     Sum(name="sum", inputs=("x",), symbols=("R", "N"), reduction=("N",),
         basic_shape={"R": 16, "N": 1024}, shape_class=_ROWS, row_inputs=("x",),
-        reorder_axes={"x": -1}, fingerprint=FingerprintProbe("row_sum"),
+        reorder_axes={"x": -1}, fingerprint=FingerprintProbe("row_sum", recipe="sum"),
         summary="sum(x): over the last axis, (R, N) -> (R,)"),
     Softmax(name="softmax", inputs=("x",), symbols=("R", "N"), reduction=("N",),
             basic_shape={"R": 16, "N": 512}, shape_class=_ROWS, quantity_names=("mag", "spread"),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import get_format
-from .base import Op
+from .base import FingerprintProbe, Op
 from .families import get_family
 
 BLOCK = 128
@@ -128,6 +128,15 @@ class ScaledMatMul(Op):
         return s["M"]
 
 
+def _unit_scales(call):
+    """The kernel as ``call(a, b)``: unit per-tensor scales (the fingerprint's target)."""
+    one = np.ones((1, 1), dtype=np.float32)
+    return lambda a, b: call(a, b, one, one)
+
+
+#: no fixed-list probe; a failing C-PRC-01/04 recovers the recipe with unit scales
+_FINGERPRINT = FingerprintProbe("", recipe="scaled_matmul", recipe_adapt=_unit_scales)
+
 _SHAPES = ({"M": 1, "K": 1, "N": 1, "Q": 0}, {"M": 7, "K": 13, "N": 5, "Q": 128},
            {"M": 33, "K": 200, "N": 17, "Q": 128}, {"M": 16, "K": 384, "N": 130, "Q": 128},
            {"M": 5, "K": 300, "N": 3, "Q": 0}, {"M": 3, "K": 1000, "N": 2, "Q": 128},
@@ -140,11 +149,13 @@ OPS = [
     ScaledMatMul(name="scaled_matmul", inputs=("a", "b", "scale_a", "scale_b"),
                  symbols=("M", "K", "N", "Q"), reduction=("K",),
                  basic_shape={"M": 64, "K": 128, "N": 128, "Q": 128}, shape_class=_SHAPES,
-                 row_inputs=("a",), summary=_SUMMARY.format("", "bfloat16")),
+                 row_inputs=("a",), fingerprint=_FINGERPRINT,
+                 summary=_SUMMARY.format("", "bfloat16")),
 ]
 _f32 = ScaledMatMul(name="scaled_matmul_f32", inputs=("a", "b", "scale_a", "scale_b"),
                     symbols=("M", "K", "N", "Q"), reduction=("K",),
                     basic_shape={"M": 64, "K": 128, "N": 128, "Q": 128}, shape_class=_SHAPES,
-                    row_inputs=("a",), summary=_SUMMARY.format("_f32", "float32"))
+                    row_inputs=("a",), fingerprint=_FINGERPRINT,
+                    summary=_SUMMARY.format("_f32", "float32"))
 _f32.out_format = "float32"
 OPS.append(_f32)

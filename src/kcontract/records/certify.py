@@ -26,7 +26,8 @@ only if at least one contract ran and passed.
 The certificate is JSON (and an HTML rendering) naming the suite version, the
 environment, the sandbox the kernel ran in, the kernel's source hash and the hash of
 every module file its worker loaded (outside the Python installation), the claims,
-the seed and every verdict.  ``content_hash`` is the sha256 of the canonical
+the seed and every verdict (and the ``recipe`` a failing C-PRC-01/04 recovered, when one
+did: :func:`recovered_recipe`).  ``content_hash`` is the sha256 of the canonical
 serialisation of everything else (:func:`canonical_bytes`: JSON, keys sorted, no
 whitespace, UTF-8), and ``signature`` an Ed25519 signature of the same bytes by this
 machine's key (:mod:`kcontract.records.signing`), which no sandboxed worker can read: a
@@ -162,7 +163,21 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
         "not_applicable": [c for c in classes if c not in {r.contract for r in run.results}],
         "hash_algorithm": HASH_ALGORITHM,
     }
+    recipe = recovered_recipe(data["results"])
+    if recipe is not None:  # signed with the rest
+        cert["recipe"] = recipe
     return seal(jsonable(cert))
+
+
+def recovered_recipe(results: Sequence[Mapping[str, Any]]) -> Optional[dict]:
+    """The recipe a failing C-PRC-01/04 recovered for the kernel (its signature's
+    ``recovered_recipe``, without the error sweep), or None when none did."""
+    for r in results:
+        rec = (r.get("signature") or {}).get("recovered_recipe")
+        if isinstance(rec, Mapping) and rec.get("summary"):
+            return {"contract": r.get("contract", ""),
+                    **{k: v for k, v in rec.items() if k != "sweep"}}
+    return None
 
 
 def write_certificate(cert: Mapping[str, Any], path: str, html: Optional[str] = None) -> list[str]:

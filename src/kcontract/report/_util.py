@@ -139,7 +139,35 @@ def signature_quantities(r: Mapping[str, Any]) -> dict:
     sig = r.get("signature") or {}
     if not isinstance(sig, Mapping):
         return {}
-    return {k: v for k, v in sig.items() if k not in ("code", "details", "summary")}
+    out = {k: v for k, v in sig.items() if k not in ("code", "details", "summary")}
+    rec = out.get("recovered_recipe")
+    if isinstance(rec, Mapping):  # the recipe's own table shows the fields (see recipe_rows)
+        out["recovered_recipe"] = rec.get("summary") or rec.get("error") or "-"
+    return out
+
+
+#: the recovered recipe's fields, in the order a report lists them
+RECIPE_ROWS = ("operand_format", "accumulator_bits", "accumulator_rounding", "fused_group",
+               "promotion_interval", "workspace_interval", "workspace_bits", "subnormal_inputs",
+               "subnormal_outputs", "reduction_order", "score_operand_format", "score_bits")
+
+
+def recipe_rows(r: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(field, value, confidence, evidence) of the recipe a failing C-PRC-01/04 recovered
+    (signature ``recovered_recipe``); empty when there is none."""
+    sig = r.get("signature") or {}
+    rec = sig.get("recovered_recipe") if isinstance(sig, Mapping) else None
+    if not isinstance(rec, Mapping) or not rec.get("summary"):
+        return []
+    ev = rec.get("evidence") if isinstance(rec.get("evidence"), Mapping) else {}
+    rows = []
+    for name in RECIPE_ROWS:
+        if name not in rec:
+            continue
+        conf = as_float(rec.get(f"{name}_confidence"))
+        rows.append((name, "-" if rec[name] is None else str(rec[name]),
+                     "" if conf is None else f"{conf:.0%}", str(ev.get(name, ""))))
+    return rows
 
 
 def case_rows(r: Mapping[str, Any]) -> list[dict]:

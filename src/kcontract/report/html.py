@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import plots as _plots
 from ._util import (MARK, as_float, case_text, class_name, fmt_num, fmt_value,
-                    nothing_checked, overall, ratio, results, signature_code,
+                    nothing_checked, overall, ratio, recipe_rows, results, signature_code,
                     signature_quantities, summary_text)
 
 CSS = """
@@ -180,6 +180,10 @@ def violation_card(r: Mapping[str, Any]) -> str:
     sig_html = f"<code>{esc(code)}</code>" if code else ""
     if q:
         sig_html += table(["quantity", "value"], [(k, fmt_value(val)) for k, val in q.items()])
+    rec = recipe_rows(r)
+    if rec:
+        sig_html += ("<p>recovered recipe</p>" +
+                     table(["field", "value", "confidence", "evidence"], rec))
     if sig_html:
         rows.append(("signature", sig_html))
     if r.get("tolerance"):
@@ -377,6 +381,12 @@ def render_certificate_html(cert: Mapping[str, Any]) -> str:
                      esc(v.get("message", ""))))
     parts.append("<h2>Verdicts</h2>" + table(["class", "contract", "verdict", "signature",
                                                "message"], rows, raw_cols=range(5)))
+    rec = cert.get("recipe")
+    if isinstance(rec, Mapping) and rec.get("summary"):
+        rows = recipe_rows({"signature": {"recovered_recipe": rec}})
+        parts.append(f"<h2>Recovered recipe</h2><p>{esc(rec.get('summary'))} "
+                     f'<span class="meta">(from the {esc(rec.get("contract", ""))} violation)'
+                     "</span></p>" + table(["field", "value", "confidence", "evidence"], rows))
     na = cert.get("not_applicable") or []
     if na:
         parts.append('<p class="meta">classes of the level with no contract for this op: '

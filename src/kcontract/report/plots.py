@@ -12,6 +12,8 @@ Plot kinds:
   with the bound of the declared format drawn in.
 * ``fingerprint``: the precision fingerprint, the candidate recipes a detector
   compared the kernel's outputs against, the match highlighted.
+* ``recipe-sweep``: the recipe a failing C-PRC-01/04 recovered: its measured error
+  against the reduction length beside each candidate design's prediction.
 * ``effective-precision``: the accumulator's effective unit roundoff at each
   reduction length against the candidate formats' (declared one highlighted).
 * ``sweep-map``: pass/fail over the shape sweep (shapes x input families).
@@ -279,6 +281,35 @@ def fingerprint(result: Mapping[str, Any]) -> Optional[Plot]:
     return Plot("fingerprint", "precision fingerprint", _svg(fig), len(cands), caption, table)
 
 
+def recipe_sweep(result: Mapping[str, Any]) -> Optional[Plot]:
+    """The recovered recipe's error sweep (signature ``recovered_recipe.sweep``), drawn by
+    :func:`kcontract.fingerprint.plot.draw_sweep`."""
+    sig = result.get("signature") or {}
+    rec = sig.get("recovered_recipe") if isinstance(sig, Mapping) else None
+    sweep = rec.get("sweep") if isinstance(rec, Mapping) else None
+    if not isinstance(sweep, list) or not sweep or not available():
+        return None
+    try:
+        pts = [{"length": int(p["length"]), "measured": float(p["measured"]),
+                "predicted": {str(k): float(v) for k, v in p["predicted"].items()},
+                "bitwise": float(p.get("bitwise", 0.0))} for p in sweep]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    from ..fingerprint.plot import draw_sweep
+    fig = _figure(6.4, 3.4)
+    ax = fig.add_subplot()
+    n = draw_sweep(ax, pts, str(rec.get("summary") or ""))
+    ax.grid(True, which="both", alpha=0.3)
+    labels = list(pts[0]["predicted"])
+    table = [["K", "measured"] + [f"{lb} design" for lb in labels] + ["bit for bit"]] + [
+        [str(p["length"]), f"{p['measured']:.3g}"] + [f"{p['predicted'][lb]:.3g}" for lb in labels]
+        + [f"{p['bitwise']:.1%}"] for p in pts]
+    caption = (f"recovered recipe: {rec.get('summary')}; the recovered design reproduces "
+               f"{pts[-1]['bitwise']:.0%} of the outputs at K = {pts[-1]['length']} bit for bit")
+    return Plot("recipe-sweep", "recovered recipe: error against the reduction length",
+                _svg(fig), n, caption, table)
+
+
 _REFERENCE_FORMATS = ("float64", "float32", "tf32", "float16", "bfloat16")
 
 
@@ -429,7 +460,7 @@ def plots_for(result: Mapping[str, Any], op: str, accumulate: str = "") -> list[
         p = error_vs_length(result, op, accumulate)
         if p:
             out.append(p)
-    for p in (fingerprint(result), effective_precision(result, accumulate)):
+    for p in (fingerprint(result), recipe_sweep(result), effective_precision(result, accumulate)):
         if p:
             out.append(p)
     p = sweep_map(result)
