@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import threading
 from typing import Any, Iterable
 
 import ml_dtypes
@@ -86,24 +87,47 @@ def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
+#: Elements per widened chunk of a 16-bit CPU tensor (2 MiB of float32: one
+#: chunk per thread stays in its core's cache).
+TORCH_CHUNK_ELEMS = 1 << 19
+
+_BUFFERS = threading.local()
+
+
+def scratch(key, make):
+    """A per-thread scratch buffer for ``key``, made by ``make()`` on first use
+    (widening buffers are reused across calls instead of allocated per call)."""
+    d = getattr(_BUFFERS, "d", None)
+    if d is None:
+        d = _BUFFERS.d = {}
+    buf = d.get(key)
+    if buf is None:
+        if len(d) >= 16:
+            d.clear()
+        buf = d[key] = make()
+    return buf
+
+
 class _Widener:
     """Widens row chunks of a narrow-format matrix to the check's dtype.
 
-    bfloat16 to float32 is exact and costs one integer shift into a reused
-    buffer (a bfloat16 is the upper half of a float32); other formats use
-    numpy's (ml_dtypes') conversion."""
+    bfloat16 to float32 is exact and costs one integer copy and shift in a
+    reused buffer (a bfloat16 is the upper half of a float32); other formats
+    use numpy's (ml_dtypes') conversion."""
 
     def __init__(self, src_dtype, cdtype, rows: int, cols: int):
         self.shift = np.dtype(src_dtype) == _BF16 and np.dtype(cdtype) == np.float32
         self.cdtype = cdtype
         if self.shift:
-            self.buf = np.empty((rows, cols), dtype=np.uint32)
+            self.buf = scratch(("widen", rows, cols),
+                               lambda: np.empty((rows, cols), dtype=np.uint32))
 
     def __call__(self, chunk):
         if not self.shift:
             return chunk.astype(self.cdtype)
         b = self.buf[:chunk.shape[0]]
-        np.left_shift(chunk.view(np.uint16), 16, out=b, dtype=np.uint32)
+        b[...] = chunk.view(np.uint16)
+        b <<= 16
         return b.view(np.float32)
 
 
@@ -423,8 +447,9 @@ class TorchOps(NumpyOps):
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":
-            # narrow formats on the CPU: widen through a host view (torch's own
-            # bfloat16 -> float32 conversion is far slower than one integer shift)
+            if X.dim() == 2 and v.dim() == 1 and X.dtype in (torch.bfloat16, torch.float16):
+                return self._matvec_cpu16(X, v, cdtype)
+            # other narrow formats on the CPU: widen through a host view
             hv = self.host_view(X)
             if hv is not None:
                 vh = v.detach().numpy()
@@ -445,6 +470,24 @@ class TorchOps(NumpyOps):
             o = out[idx]
             for s, e in _chunks(M, rows):
                 torch.mv(xi[s:e].to(cdtype), vi, out=o[s:e])
+        return out
+
+    def _matvec_cpu16(self, X, v, cdtype):
+        """A 16-bit CPU matrix times a vector: row chunks widened by torch's own
+        (vectorised, threaded) conversion into a reused buffer that stays in
+        cache, each multiplied by ``v`` with ``torch.mv``."""
+        torch = self.torch
+        M, K = X.shape
+        rows = max(1, min(M, TORCH_CHUNK_ELEMS // max(K, 1)))
+        buf = scratch(("torch-widen", rows, K, cdtype),
+                      lambda: torch.empty((rows, K), dtype=cdtype))
+        out = torch.empty(M, dtype=cdtype)
+        if X.requires_grad:
+            X = X.detach()
+        for s, e in _chunks(M, rows):
+            b = buf[:e - s]
+            b.copy_(X[s:e])
+            torch.mv(b, v, out=out[s:e])
         return out
 
     _mm_dtype = None  # whether torch.mm(..., out_dtype=float32) works here (None: untried)
