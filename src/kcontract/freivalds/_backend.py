@@ -91,6 +91,13 @@ _BF16 = np.dtype(ml_dtypes.bfloat16)
 #: chunk per thread stays in its core's cache).
 TORCH_CHUNK_ELEMS = 1 << 19
 
+#: 16-bit CPU tensors at least this large are widened by torch's conversion
+#: (threaded: worth it where the passes are memory-bound and threaded anyway);
+#: smaller ones through a host view and one integer shift, single-threaded
+#: (a threaded conversion of a small chunk waits for a second core, which on a
+#: busy machine costs milliseconds).
+TORCH_WIDEN_MIN = 1 << 22
+
 _BUFFERS = threading.local()
 
 
@@ -447,7 +454,8 @@ class TorchOps(NumpyOps):
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":
-            if X.dim() == 2 and v.dim() == 1 and X.dtype in (torch.bfloat16, torch.float16):
+            if X.dim() == 2 and v.dim() == 1 and X.numel() >= TORCH_WIDEN_MIN and \
+                    X.dtype in (torch.bfloat16, torch.float16):
                 return self._matvec_cpu16(X, v, cdtype)
             # other narrow formats on the CPU: widen through a host view
             hv = self.host_view(X)
