@@ -87,17 +87,6 @@ def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-#: Elements per widened chunk of a 16-bit CPU tensor (2 MiB of float32: one
-#: chunk per thread stays in its core's cache).
-TORCH_CHUNK_ELEMS = 1 << 19
-
-#: 16-bit CPU tensors at least this large are widened by torch's conversion
-#: (threaded: worth it where the passes are memory-bound and threaded anyway);
-#: smaller ones through a host view and one integer shift, single-threaded
-#: (a threaded conversion of a small chunk waits for a second core, which on a
-#: busy machine costs milliseconds).
-TORCH_WIDEN_MIN = 1 << 22
-
 _BUFFERS = threading.local()
 
 
@@ -454,10 +443,10 @@ class TorchOps(NumpyOps):
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":
-            if X.dim() == 2 and v.dim() == 1 and X.numel() >= TORCH_WIDEN_MIN and \
-                    X.dtype in (torch.bfloat16, torch.float16):
-                return self._matvec_cpu16(X, v, cdtype)
-            # other narrow formats on the CPU: widen through a host view
+            # narrow formats on the CPU: widen through a host view, single-threaded
+            # (torch's own conversion is threaded: each chunk's parallel region
+            # waits for the second core, which on a busy machine costs milliseconds
+            # per chunk -- measured 100x the floor at n = 2048)
             hv = self.host_view(X)
             if hv is not None:
                 vh = v.detach().numpy()
@@ -478,24 +467,6 @@ class TorchOps(NumpyOps):
             o = out[idx]
             for s, e in _chunks(M, rows):
                 torch.mv(xi[s:e].to(cdtype), vi, out=o[s:e])
-        return out
-
-    def _matvec_cpu16(self, X, v, cdtype):
-        """A 16-bit CPU matrix times a vector: row chunks widened by torch's own
-        (vectorised, threaded) conversion into a reused buffer that stays in
-        cache, each multiplied by ``v`` with ``torch.mv``."""
-        torch = self.torch
-        M, K = X.shape
-        rows = max(1, min(M, TORCH_CHUNK_ELEMS // max(K, 1)))
-        buf = scratch(("torch-widen", rows, K, cdtype),
-                      lambda: torch.empty((rows, K), dtype=cdtype))
-        out = torch.empty(M, dtype=cdtype)
-        if X.requires_grad:
-            X = X.detach()
-        for s, e in _chunks(M, rows):
-            b = buf[:e - s]
-            b.copy_(X[s:e])
-            torch.mv(b, v, out=out[s:e])
         return out
 
     _mm_dtype = None  # whether torch.mm(..., out_dtype=float32) works here (None: untried)
