@@ -243,6 +243,21 @@ class NumpyOps:
             sq = np.vecdot(sub, sub)
         return sq
 
+    @staticmethod
+    def row_weighted_sq(X, w) -> np.ndarray:
+        """sum_k x_ik^2 w_k for every row of a 2-D X, float64 (M,); row chunks in
+        float32 (float64 for float64 X)."""
+        wt = np.dtype(np.float64 if X.dtype == np.float64 else np.float32)
+        w = np.asarray(w, dtype=wt)
+        M, K = X.shape
+        out = np.empty(M, dtype=np.float64)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            for s, e in _chunks(M, rows):
+                x = X[s:e].astype(wt)
+                out[s:e] = np.square(x, out=x) @ w
+        return out
+
     def row_norms(self, X, rows) -> np.ndarray:
         """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
         return np.sqrt(self.row_sq(X, rows).astype(np.float64))
@@ -536,6 +551,15 @@ class TorchOps(NumpyOps):
             sub = sub.float()  # float8: no reductions
         nrm = torch.linalg.vector_norm(sub, dim=-1, dtype=torch.float64)
         return nrm.cpu().numpy() if nrm.device.type != "cpu" else nrm.numpy()
+
+    def row_weighted_sq(self, X, w) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.row_weighted_sq(hv, w)
+        torch = self.torch
+        Xf = X.detach().to(torch.float64 if X.dtype == torch.float64 else torch.float32)
+        wt = torch.as_tensor(np.asarray(w), dtype=Xf.dtype, device=X.device)
+        return (Xf * Xf).matmul(wt).double().cpu().numpy()
 
     def col_norms(self, X, cols) -> np.ndarray:
         hv = self.host_view(X)
