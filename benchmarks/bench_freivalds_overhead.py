@@ -15,9 +15,9 @@ a busy machine inflates every figure, the fixed Python cost of a call most.
 
 Rows:
   square   n x n x n, numpy and torch, float32 and bfloat16 (bfloat16: the
-           operands and C in bfloat16, float32 accumulation; numpy has no
-           bfloat16 matrix-vector kernel, so its floor is the same three passes
-           over float32 copies of half the size -- the same bytes streamed);
+           operands and C in bfloat16, float32 accumulation; the floor streams
+           the operands' own bytes, each bfloat16 matrix read as a float32 matrix
+           of half the width through a float32 gemv -- a view of the same memory);
   skinny   M x K times K x N with M = 1 .. 128 (decode), through the guard's
            weight cache (torch), float32 and bfloat16.
 
@@ -118,13 +118,13 @@ def square_cases(n: int, dtype: str, backends, torch, device):
             bf = ml_dtypes.bfloat16
             Ab, Bb = A.astype(bf), B.astype(bf)
             A32, B32 = Ab.astype(np.float32), Bb.astype(np.float32)  # the product's inputs
-            # numpy has no bfloat16 gemv: the floor streams the same bytes as float32
-            # matrices of half the size (n x n/2)
-            h = n // 2
-            Ah, Bh, Ch = A[:, :h].copy(), B[:, :h].copy(), A[:, h:].copy()
-            rh = r32[:h]
+            # numpy has no bfloat16 gemv: the floor streams the operands' own bytes,
+            # read as float32 matrices of half the width (a view, no copy: the same
+            # memory in the same cache state as the check reads)
+            rh = r32[: n // 2]
             out.append(("numpy", lambda: (A32 @ B32).astype(bf), lambda C: verify(Ab, Bb, C),
-                        lambda C: (Ah @ rh, Bh @ rh, Ch @ rh)))
+                        lambda C: (Ab.view(np.float32) @ rh, Bb.view(np.float32) @ rh,
+                                   C.view(np.float32) @ rh)))
     if "torch" in backends and torch is not None:
         tdt = getattr(torch, dtype)
         At = torch.from_numpy(A).to(device=device, dtype=tdt)
@@ -139,21 +139,36 @@ def square_cases(n: int, dtype: str, backends, torch, device):
 
 
 def cpu_narrow(torch, x, w, mats):
-    """Product and floor for 16-bit operands on a CPU.  Without native bfloat16
-    arithmetic (AVX2 only) torch's bfloat16 matmul and mv are reference loops, far
-    from the memory floor (a 1024^3 bfloat16 matmul takes seconds): the product is
-    computed in float32 from the same values and rounded, and the floor streams the
-    same bytes as float32 matrices of half the width, through float32 gemvs."""
+    """Product and floor for 16-bit operands on a CPU.  The product is computed in
+    float32 from the same values and rounded (torch's bfloat16 matmul is far from
+    float32's speed on CPUs without native bfloat16 arithmetic); the floor streams
+    the operands' and the output's own bytes through float32 gemvs, each 16-bit
+    matrix read as a float32 matrix of half the width (a view of the same memory,
+    in the same cache state as the check reads it)."""
     x32, w32 = x.float(), w.float()
-    halves = [torch.zeros(m.shape[0], m.shape[1] // 2) for m in mats] + \
-        [torch.zeros(x.shape[0], w.shape[1] // 2)]
-    vs = [torch.ones(h.shape[1]) for h in halves]
     tdt = x.dtype
 
     def check(C):
         return verify(x, w, C)
     return (lambda: (x32 @ w32).to(tdt), check,
-            lambda C: [torch.mv(h, v) for h, v in zip(halves, vs)])
+            lambda C: [torch.mv(half_view(torch, m), ones_for(torch, m))
+                       for m in (*mats, C)])
+
+
+_ONES: dict = {}
+
+
+def ones_for(torch, m):
+    n = m.shape[-1] // 2
+    v = _ONES.get(n)
+    if v is None:
+        v = _ONES[n] = torch.ones(n)
+    return v
+
+
+def half_view(torch, m):
+    """A contiguous 16-bit matrix's bytes as a float32 matrix of half the width."""
+    return m.view(torch.float32)
 
 
 def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
@@ -178,10 +193,10 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
         (lambda: F.linear(x, W))
     check(matmul())  # fills the cache: W^T r is computed once
     proj = next(iter(guard._cache.entries.values()))[2]
-    if narrow_cpu:  # the same bytes streamed as float32 (see cpu_narrow)
-        xh, ch = torch.zeros(M, K // 2), torch.zeros(M, N // 2)
+    if narrow_cpu:  # x's and C's own bytes streamed as float32 (see cpu_narrow)
         yh, rh = torch.ones(K // 2), torch.ones(N // 2)
-        return matmul, check, lambda C: (torch.mv(xh, yh), torch.mv(ch, rh))
+        return matmul, check, lambda C: (torch.mv(half_view(torch, x), yh),
+                                         torch.mv(half_view(torch, C), rh))
     y = proj.y.to(tdt)
     r = proj.rd.to(tdt)
     return matmul, check, lambda C: (torch.mv(x, y), torch.mv(C, r))

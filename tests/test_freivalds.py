@@ -3,6 +3,7 @@ repair, batching, the rounding-error model and every bad-input outcome."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -498,3 +499,54 @@ def test_constant_data_sequential_and_deterministic_bound():
     assert verify(a, b, bad, bound="deterministic").suspect_elements == [(3, 3)]
     with pytest.raises(UsageError):
         verify(a, b, seq, bound="tight")
+
+
+def _masked_attention(seed, T=256, D=64):
+    """softmax(L) V with a causal mask: row i averages i + 1 rows of V, so the
+    rows' rounding noise differs by an order of magnitude."""
+    rng = np.random.default_rng(seed)
+    L = rng.standard_normal((T, T)).astype(np.float32) * 2
+    L[np.triu_indices(T, 1)] = -np.inf
+    P = np.exp(L - L.max(1, keepdims=True))
+    P = (P / P.sum(1, keepdims=True)).astype(np.float32)
+    V = rng.standard_normal((T, D)).astype(np.float32)
+    return P, V, P @ V
+
+
+def test_per_row_noise_clears_heterogeneous_honest_rows(monkeypatch):
+    from kcontract.freivalds import _screen
+
+    with_relief = without = 0
+    for seed in range(20):
+        P, V, C = _masked_attention(seed)
+        res = verify(P, V, C, seed=seed)
+        assert res.passed, res.message
+        with_relief += len(res.screened_rows)
+        monkeypatch.setattr(_screen, "ROW_RELIEF_MIN", math.inf)
+        without += len(verify(P, V, C, seed=seed).screened_rows)
+        monkeypatch.undo()
+    # the median-calibrated screen sends the noisy early rows to stage 2; judged
+    # against their own model noise they are cleared
+    assert without > 0 and with_relief < without
+
+
+def test_per_row_noise_keeps_faults_caught():
+    for seed in range(10):
+        P, V, C = _masked_attention(seed)
+        C = C.copy()
+        rng = np.random.default_rng(100 + seed)
+        i, j = int(rng.integers(256)), int(rng.integers(64))
+        C[i, j] += 1e-4 * np.abs(C).max()
+        res = verify(P, V, C, seed=seed)
+        assert not res.passed and res.suspects[0].index == (i, j)
+
+
+def test_per_row_noise_leaves_homogeneous_rows_alone():
+    from kcontract.freivalds import _core, _screen
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((256, 256)).astype(np.float32)
+    B = rng.standard_normal((256, 256)).astype(np.float32)
+    p = _core._problem(A, B, A @ B, None, None)
+    ratios = np.full((1, 256), 2.0)
+    assert _screen.row_relief(p, ratios, _core._units(p)) is ratios  # rho < 1.5 everywhere

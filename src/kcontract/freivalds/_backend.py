@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import threading
 from typing import Any, Iterable
 
 import ml_dtypes
@@ -86,24 +87,43 @@ def _chunks(n: int, step: int) -> Iterable[tuple[int, int]]:
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
+_BUFFERS = threading.local()
+
+
+def scratch(key, make):
+    """A per-thread scratch buffer for ``key``, made by ``make()`` on first use
+    (widening buffers are reused across calls instead of allocated per call)."""
+    d = getattr(_BUFFERS, "d", None)
+    if d is None:
+        d = _BUFFERS.d = {}
+    buf = d.get(key)
+    if buf is None:
+        if len(d) >= 16:
+            d.clear()
+        buf = d[key] = make()
+    return buf
+
+
 class _Widener:
     """Widens row chunks of a narrow-format matrix to the check's dtype.
 
-    bfloat16 to float32 is exact and costs one integer shift into a reused
-    buffer (a bfloat16 is the upper half of a float32); other formats use
-    numpy's (ml_dtypes') conversion."""
+    bfloat16 to float32 is exact and costs one integer copy and shift in a
+    reused buffer (a bfloat16 is the upper half of a float32); other formats
+    use numpy's (ml_dtypes') conversion."""
 
     def __init__(self, src_dtype, cdtype, rows: int, cols: int):
         self.shift = np.dtype(src_dtype) == _BF16 and np.dtype(cdtype) == np.float32
         self.cdtype = cdtype
         if self.shift:
-            self.buf = np.empty((rows, cols), dtype=np.uint32)
+            self.buf = scratch(("widen", rows, cols),
+                               lambda: np.empty((rows, cols), dtype=np.uint32))
 
     def __call__(self, chunk):
         if not self.shift:
             return chunk.astype(self.cdtype)
         b = self.buf[:chunk.shape[0]]
-        np.left_shift(chunk.view(np.uint16), 16, out=b, dtype=np.uint32)
+        b[...] = chunk.view(np.uint16)
+        b <<= 16
         return b.view(np.float32)
 
 
@@ -222,6 +242,21 @@ class NumpyOps:
             sub = sub.astype(np.float64)
             sq = np.vecdot(sub, sub)
         return sq
+
+    @staticmethod
+    def row_weighted_sq(X, w) -> np.ndarray:
+        """sum_k x_ik^2 w_k for every row of a 2-D X, float64 (M,); row chunks in
+        float32 (float64 for float64 X)."""
+        wt = np.dtype(np.float64 if X.dtype == np.float64 else np.float32)
+        w = np.asarray(w, dtype=wt)
+        M, K = X.shape
+        out = np.empty(M, dtype=np.float64)
+        rows = max(1, CHUNK_ELEMS // max(K, 1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            for s, e in _chunks(M, rows):
+                x = X[s:e].astype(wt)
+                out[s:e] = np.square(x, out=x) @ w
+        return out
 
     def row_norms(self, X, rows) -> np.ndarray:
         """Euclidean norms of rows ``rows`` (None: all) of every matrix of X: (batch..., r)."""
@@ -423,8 +458,10 @@ class TorchOps(NumpyOps):
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":
-            # narrow formats on the CPU: widen through a host view (torch's own
-            # bfloat16 -> float32 conversion is far slower than one integer shift)
+            # narrow formats on the CPU: widen through a host view, single-threaded
+            # (torch's own conversion is threaded: each chunk's parallel region
+            # waits for the second core, which on a busy machine costs milliseconds
+            # per chunk -- measured 100x the floor at n = 2048)
             hv = self.host_view(X)
             if hv is not None:
                 vh = v.detach().numpy()
@@ -514,6 +551,15 @@ class TorchOps(NumpyOps):
             sub = sub.float()  # float8: no reductions
         nrm = torch.linalg.vector_norm(sub, dim=-1, dtype=torch.float64)
         return nrm.cpu().numpy() if nrm.device.type != "cpu" else nrm.numpy()
+
+    def row_weighted_sq(self, X, w) -> np.ndarray:
+        hv = self.host_view(X)
+        if hv is not None:
+            return NumpyOps.row_weighted_sq(hv, w)
+        torch = self.torch
+        Xf = X.detach().to(torch.float64 if X.dtype == torch.float64 else torch.float32)
+        wt = torch.as_tensor(np.asarray(w), dtype=Xf.dtype, device=X.device)
+        return (Xf * Xf).matmul(wt).double().cpu().numpy()
 
     def col_norms(self, X, cols) -> np.ndarray:
         hv = self.host_view(X)

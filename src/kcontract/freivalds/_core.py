@@ -27,7 +27,7 @@ from ..formats import get_format, round_to
 from . import _model as model
 from ._backend import NUMPY_OPS, ops_for, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
-                      ratio_rows, residual, row_scales, screen, stage1)
+                      ratio_rows, residual, row_relief, row_scales, screen, stage1)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -420,7 +420,14 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
         res.ratio = scr.ratio
         return
     ratio_rows_ = ratio_rows(p, scr, rounds, items)
+    if not p.deterministic:
+        with np.errstate(over="ignore", invalid="ignore"):
+            ratio_rows_ = row_relief(p, ratio_rows_, units)
     flagged = np.argwhere(ratio_rows_ > 1.0)
+    if not len(flagged):
+        res.ratio = float(ratio_rows_.max())
+        res.message = "no row beyond its own noise after the per-row check"
+        return
     order = np.argsort(-ratio_rows_[flagged[:, 0], flagged[:, 1]], kind="stable")
     flagged = flagged[order]
     full_idx = [np.unravel_index(int(t), p.batch) if p.batch else () for t in flagged[:, 0]]

@@ -305,3 +305,63 @@ def ratio_rows(p, s: Screen, rounds: int, items: int) -> np.ndarray:
         ratio = np.where(dI > 0, dI / s.tau[:, None], 0.0)
     ratio = np.where(finite, ratio, np.inf)
     return ratio.reshape(items, rounds, p.M, p.groups).max(axis=(1, 3))
+
+
+# ---------------------------------------------------------------------------
+# per-row noise: a second look at screened rows (only when some are screened)
+# ---------------------------------------------------------------------------
+
+#: A screened row's threshold is raised by its relative model noise rho_i only
+#: when rho_i is at least this (homogeneous products, whose rows' noise differs
+#: by a few per cent, keep their thresholds exactly).
+ROW_RELIEF_MIN = 1.5
+
+
+def row_noise(p, ai: tuple, bi: tuple, ci: tuple, units) -> Optional[np.ndarray]:
+    """Model noise of the residual of every row of one matrix, up to a common
+    factor: sqrt(u_acc^2 K (c_i^2/3 + s_i^2/2)/3 + u_out^2 c_i^2/3 +
+    u_chk^2 ((N+K) s_i^2 + N c_i^2)/6) with c_i = ||C_i|| and s_i^2 =
+    sum_k a_ik^2 ||B_k||^2 (the terms of :func:`._model.screen_cap`, per row).
+    Costs a pass over A, B and C of that matrix; None when a norm overflows."""
+    ops = p.ops
+    A, B, C = p.a[ai] if ai else p.a, p.b[bi] if bi else p.b, p.c[ci] if ci else p.c
+    c2 = ops.row_sq(C, None).astype(np.float64)
+    b2 = ops.row_sq(B, None).astype(np.float64)
+    s2 = ops.row_weighted_sq(A, b2)
+    if not (np.isfinite(c2).all() and np.isfinite(s2).all()):
+        return None
+    K, N = p.K, p.N
+    var = (units.acc ** 2 * K * (c2 / 3.0 + s2 / 2.0) / 3.0 + units.out ** 2 * c2 / 3.0
+           + units.check ** 2 * ((N + K) * s2 + N * c2) / 6.0)
+    return np.sqrt(var)
+
+
+def row_relief(p, ratio_rows_: np.ndarray, units) -> np.ndarray:
+    """Screened rows judged against their own noise: for each matrix with a
+    screened row (and enough rows to have calibrated the screen), rho_i =
+    sigma_i / median_i sigma_i from :func:`row_noise`, and a row's ratio
+    |d_i| / tau is divided by rho_i where rho_i >= ROW_RELIEF_MIN.  The
+    calibrated threshold tau is the median row's noise times LAMBDA_SCREEN,
+    so this holds a row whose model noise is rho_i times the median's to the
+    same multiple of its own noise.  Returns the adjusted (items, M) ratios."""
+    from ._backend import sub_index
+
+    if p.groups > 1 or p.M < model.MIN_CALIBRATION_ROWS:
+        return ratio_rows_
+    out = ratio_rows_
+    for t in np.flatnonzero((ratio_rows_ > 1.0).any(axis=1)):
+        idx = tuple(int(v) for v in np.unravel_index(int(t), p.batch)) if p.batch else ()
+        sig = row_noise(p, sub_index(idx, p.batch_a), sub_index(idx, p.batch_b), idx, units)
+        if sig is None:
+            continue
+        med = float(np.median(sig))
+        if not med > 0:
+            continue
+        rho = sig / med
+        if not (rho >= ROW_RELIEF_MIN).any():
+            continue
+        relief = np.where(rho >= ROW_RELIEF_MIN, rho, 1.0)
+        if out is ratio_rows_:
+            out = ratio_rows_.copy()
+        out[t] = ratio_rows_[t] / relief
+    return out
