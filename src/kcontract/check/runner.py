@@ -131,6 +131,8 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
                 progress(c.id, 0)
         modules = getattr(handle, "modules", None)
         run.modules = list(modules() if callable(modules) else [])
+        run.limits = dict(getattr(handle, "limits", None) or {})
+        run.fp_state = str(getattr(handle, "fp_state", "") or "")
     finally:
         if own_handle:
             handle.close()
