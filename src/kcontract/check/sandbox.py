@@ -333,8 +333,11 @@ def source_tree(spec: str) -> list:
     roots = _installation_roots()
     out, total = [os.path.realpath(src)], 0
     base_depth = root.rstrip(os.sep).count(os.sep)
+    # a kernel file lying in a folder everyone shares: that folder's own files only
+    shared = {os.path.realpath(p) for p in ("/", tempfile.gettempdir(), os.path.expanduser("~"))}
+    depth = 1 if root in shared else TREE_DEPTH
     for folder, dirs, files in os.walk(root):
-        if folder.count(os.sep) - base_depth >= TREE_DEPTH:
+        if folder.count(os.sep) - base_depth >= depth - 1:
             dirs[:] = []
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith(".")
                          and not os.path.isfile(os.path.join(folder, d, "pyvenv.cfg"))
