@@ -159,6 +159,33 @@ def _explain(name: str, value: int) -> str:
     return f" ({', '.join(what)})" if what else ""
 
 
+def tracer(pid: int) -> int:
+    """The pid of the process tracing ``pid`` (0: none), from ``/proc/<pid>/status``."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is ``pid`` or one of its ancestors (``/proc/<pid>/stat``)."""
+    for _ in range(256):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 def worker_pid(outer: int, sandboxed: bool) -> Optional[int]:
     """The host pid of the worker's Python process.  Unsandboxed it is ``outer`` itself;
     under bubblewrap (``outer`` its pid) it is the process that is pid 2 of the sandbox's

@@ -619,6 +619,15 @@ class KernelProcess:
         pid = self.worker_pid()
         threads = fpstate.read_threads(pid) if pid is not None else None
         if threads is None:
+            other = fpstate.tracer(pid) if pid is not None else 0
+            if other and self.proc is not None and fpstate.descends_from(other, self.proc.pid):
+                # a tracer among the worker's own processes (a debugger around the checker
+                # is not): the kernel's, there to keep the checker from reading registers
+                res.flags.append(f"state:fp-control unreadable (the worker is traced by "
+                                 f"its own process {other})")
+                self.fp_state = self.fp_state or "checker (ptrace)"
+                self.close()
+                return
             if pid is not None or not self.fp_state:
                 self.fp_state = "worker-reported"
             return
