@@ -50,6 +50,8 @@ def main() -> int:
     kernel, call, oracle = t.get("kernel", 0.0), t.get("call", 0.0), t.get("oracle", 0.0)
     transfer = max(call - kernel, 0.0)
     own = max(wall - call - oracle, 0.0)
+    print(f"limits: " + ", ".join(f"{k} {v.get('enforced')}" for k, v in run.limits.items())
+          + f"; floating-point state read by: {run.fp_state}")
     print(f"kcontract check, numpy float32 matmul, {len(run.results)} contracts "
           f"({sum(r.cases for r in run.results)} kernel calls), verdict {run.verdict}")
     print(f"  wall time (median of {args.repeat}): {wall:6.2f} s   target < 10 s: "

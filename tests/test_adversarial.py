@@ -80,8 +80,14 @@ def _check(path: Path, **kw):
     c = _constants(path)
     if c.get("REQUIRES_SANDBOX") and not SANDBOXED:
         pytest.skip("this attack is only safe to run against a sandboxed checker")
+    if c.get("REQUIRES_LIMITS"):
+        from kcontract.check.limits import enforceable
+        if not set(c["REQUIRES_LIMITS"]) <= enforceable():
+            pytest.skip(f"no cgroup can enforce {c['REQUIRES_LIMITS']} here")
     from kcontract.check import sandbox
     budget = sandbox.DECOY_SECONDS
+    saved = {k: os.environ.get(k) for k in c.get("LIMITS", {})}
+    os.environ.update(c.get("LIMITS", {}))  # the attack's small limits, for this check only
     # an attack that counts calls: the full burst of decoys however loaded the machine is
     sandbox.DECOY_SECONDS = c.get("DECOY_SECONDS", budget)
     seed = kw.pop("seed", c.get("SEED", 0))
@@ -94,6 +100,11 @@ def _check(path: Path, **kw):
                     declare=c.get("DECLARE"), **kw)
     finally:
         sandbox.DECOY_SECONDS = budget
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return c, run
 
 

@@ -5,7 +5,7 @@ import torch
 
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "torch"
 CLASSES = ["C-PRC-03"]
-EXPECTED = "C-PRC-03"
+EXPECTED = ["C-PRC-03", "integrity.state"]
 FAMILY = 2
 
 

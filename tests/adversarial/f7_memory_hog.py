@@ -4,7 +4,7 @@ import numpy as np
 
 OP, DTYPE, FRAMEWORK = "matmul", "float32", "numpy"
 CLASSES = ["C-PRC-01"]
-EXPECTED = ['kernel.raised', 'kernel.crashed']
+EXPECTED = ['kernel.memory-limit', 'kernel.raised', 'kernel.crashed']
 FAMILY = 7
 REQUIRES_SANDBOX = True
 

@@ -464,6 +464,45 @@ class Context(Measurement):
         return Diagnosis.of(self.detector.run(self, evidence))
 
 
+class ReferenceKernel:
+    """A stand-in kernel that answers every call with the contract's own reference,
+    rounded to the output format (or raises where the reference cannot be computed, as on
+    out-of-range indices): the best-behaved kernel there is.  Used to tell a failure of
+    the checker from a failure the kernel's values cause (:func:`blame`)."""
+
+    sandbox_name = "reference"
+
+    def __init__(self, op: Op, dtype: Format):
+        self.op, self.dtype = op, dtype
+        self.ctx: Optional[Context] = None
+        self.info: dict = {}
+
+    def call(self, args, kwargs=None, **_) -> CallResult:
+        try:
+            ref, _x = self.ctx.reference(dict(zip(self.op.inputs, args)), dict(kwargs or {}))
+            with np.errstate(all="ignore"):
+                out = np.asarray(ref).astype(self.op.output_format(self.dtype).dtype)
+        except Exception as exc:
+            return CallResult(status="raised", error=str(exc), error_type=type(exc).__name__)
+        return CallResult(status="ok", out=out)
+
+
+def blame(run_protocol: Callable[[Any], Any], make_context: Callable[[Any], Context]) -> bool:
+    """Whether a protocol that raised while judging a kernel failed because of the
+    kernel's values: True when the same protocol, run with :class:`ReferenceKernel` as the
+    kernel, completes (any verdict).  When it fails there too, the checker is at fault."""
+    try:
+        ctx = make_context(lambda op, dtype: ReferenceKernel(op, dtype))
+        ctx.kernel.ctx = ctx
+        with np.errstate(all="ignore"):
+            run_protocol(ctx)
+    except KernelFailure:
+        return True
+    except Exception:
+        return False
+    return True
+
+
 def reproduce_command(kernel: str, op: str, dtype: str, framework: str, device: str,
                       contract_cls: str, seed: int, declared: Mapping[str, Any]) -> str:
     parts = ["kcontract", "check", kernel, "--op", op, "--dtype", dtype]

@@ -13,8 +13,10 @@ A worker started through :meth:`Sandbox.command` runs under ``bwrap`` with:
   kcontract's own source; a private, empty scratch directory (``$TMPDIR``) is the only
   writable place besides a private ``/dev/shm``; the folder holding the signing key is
   hidden behind an empty tmpfs;
-- resource limits set before ``exec`` (memory, CPU seconds, open files, processes,
-  core dumps off), on top of the per-call deadline the parent enforces.
+- resource limits set before ``exec`` (address space, CPU seconds, open files, processes,
+  core dumps off), on top of the per-call deadline the parent enforces, and a control
+  group of its own (:mod:`.limits`: memory and process count, which hold for root too)
+  joined before ``exec`` where the checker can create one.
 
 Where bubblewrap is not installed (or ``KCONTRACT_SANDBOX=none``), workers run as plain
 child processes in their own session; runs and certificates then record
@@ -33,9 +35,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 ENV_VAR = "KCONTRACT_SANDBOX"
-#: limits a sandboxed worker gets (bytes, seconds, counts); generous for real kernels,
-#: finite for a kernel that tries to take the machine down
-MEMORY_LIMIT = 32 << 30
+#: limits a sandboxed worker gets (seconds, counts); generous for real kernels, finite
+#: for a kernel that tries to take the machine down.  Memory and the process count come
+#: from :func:`.limits.configured` (a share of this machine's memory), and are enforced by
+#: a cgroup where one can be made (``RLIMIT_NPROC`` does not bind root)
 CPU_SECONDS = 3600
 OPEN_FILES = 1024
 PROCESSES = 4096
@@ -77,19 +80,36 @@ class Sandbox:
                 scratch, "--"]
         return cmd + list(argv)
 
-    def preexec(self, device: str = "cpu"):
-        """A function run in the child before ``exec``: the resource limits."""
+    def preexec(self, device: str = "cpu", *, join: tuple = (), memory: Optional[int] = None,
+                memory_by_cgroup: bool = False):
+        """A function run in the child before ``exec``: join the worker's cgroups (the
+        ``cgroup.procs`` files in ``join``; the parent checks afterwards that it did) and
+        set the resource limits.  ``memory``: the worker's memory limit in bytes (None:
+        none); as an address-space limit it is the only memory bound where no cgroup
+        enforces one (``memory_by_cgroup`` False), and twice the cgroup's limit otherwise
+        (a backstop: address space is not memory)."""
         if not self.isolated:
             return None
         accel = device not in ("cpu", "", None)
+        address = None if memory is None else (2 * memory if memory_by_cgroup else memory)
+        procs = [p.encode() for p in join]
 
         def limit():
+            for path in procs:
+                try:
+                    fd = os.open(path, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"0")
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    pass
             _set(resource.RLIMIT_CORE, 0)
             _set(resource.RLIMIT_NOFILE, OPEN_FILES)
             _set(resource.RLIMIT_CPU, CPU_SECONDS)
             _set(resource.RLIMIT_NPROC, PROCESSES)
-            if not accel:  # a GPU driver maps far more address space than it uses
-                _set(resource.RLIMIT_AS, MEMORY_LIMIT)
+            if address is not None and not accel:  # a GPU driver maps far more than it uses
+                _set(resource.RLIMIT_AS, address)
         return limit
 
     def scratch(self) -> tempfile.TemporaryDirectory:

@@ -12,7 +12,7 @@ from ..formats import KERNEL_DTYPES, get_format
 from ..language.contract import Contract
 from ..language.registry import detectors, protocols
 from ..ops import get_op, op_reference
-from .engine import Context, KernelFailure, reproduce_command
+from .engine import Context, KernelFailure, blame, reproduce_command
 from .sandbox import InProcessKernel, KernelLoadError, KernelProcess
 from .verdict import ContractResult, RunResult, Status, Violation
 
@@ -133,6 +133,8 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
                 progress(c.id, 0)
         loaded = getattr(handle, "modules", None) if modules else None
         run.modules = list(loaded() if callable(loaded) else [])
+        run.limits = dict(getattr(handle, "limits", None) or {})
+        run.fp_state = str(getattr(handle, "fp_state", "") or "")
     finally:
         if own_handle:
             handle.close()
@@ -167,13 +169,29 @@ def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, rep
                              signature={"code": fail.code}, cases=ctx.cases, reproduce=repro)
     except (ContractError, UsageError):
         raise
-    except Exception as exc:  # a bug of ours: say so, keep going
+    except Exception as exc:
         import traceback
-        res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
-                             message=f"internal kcontract error (a bug in the checker, not in "
-                                     f"your kernel): {type(exc).__name__}: {exc}",
-                             signature={"code": "checker.bug"}, cases=ctx.cases, reproduce=repro,
-                             details={"traceback": traceback.format_exc(limit=6)})
+        tb = traceback.format_exc(limit=6)
+        if blame(spec.run, lambda kernel_for: Context(
+                contract, op_obj, fmt, claims, kernel_for(op_obj, fmt), framework=framework,
+                device=device, seed=seed, reproduce=repro, protocol_spec=spec, detector=det,
+                oracle=oracle)):
+            # the same judging completes with the reference as the output: the kernel's
+            # values made it fail, so it is the kernel's verdict
+            msg = (f"the kernel's output could not be judged: {type(exc).__name__}: {exc} "
+                   f"(the same judging completes when the output is the reference)")
+            v = Violation(contract_id=contract.id, contract_class=contract.cls, case=None,
+                          code="kernel.unjudgeable-output", message=msg, reproduce=repro)
+            res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
+                                 message=msg, violation=v,
+                                 signature={"code": "kernel.unjudgeable-output"},
+                                 cases=ctx.cases, reproduce=repro, details={"traceback": tb})
+        else:  # a bug of ours: say so, keep going
+            res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
+                                 message=f"internal kcontract error (a bug in the checker, not "
+                                         f"in your kernel): {type(exc).__name__}: {exc}",
+                                 signature={"code": "checker.bug"}, cases=ctx.cases,
+                                 reproduce=repro, details={"traceback": tb})
     if res.seconds == 0.0:
         res = _with_seconds(res, time.perf_counter() - t0)
     return res

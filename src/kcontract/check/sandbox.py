@@ -26,7 +26,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .jail import Sandbox, detect, hidden_folders
+from . import fpstate
+from .jail import CPU_SECONDS, OPEN_FILES, PROCESSES, Sandbox, detect, hidden_folders
+from .limits import WorkerCgroup
 
 DEFAULT_TIMEOUT = 60.0
 #: the largest reply a worker may send by default (bytes): far above any output the
@@ -42,6 +44,8 @@ DECOY_SECONDS = 0.5
 _RNG = random.SystemRandom()
 #: flags after which a worker is never reused (the kernel changed its process)
 TAMPERING = ("state:", "patched:", "introspect:", "late-write:")
+#: statuses of a call that ran into one of the worker's resource limits
+LIMIT_STATUSES = ("memory-limit", "process-limit")
 
 
 def _shuffled(a):
@@ -196,6 +200,8 @@ class CallResult:
             return f"the kernel returned a {self.error_type}, not an array"
         if self.status == "tampered":
             return f"the kernel tampered with the channel to the checker: {self.error}"
+        if self.status in LIMIT_STATUSES:
+            return f"the kernel ran into the worker's {self.error}"
         return "ok"
 
     @classmethod
@@ -275,6 +281,105 @@ def module_files(paths, limit: int = 2000) -> list:
     return sorted(out, key=lambda m: m["path"])
 
 
+#: the kernel's own source tree, hashed by the checker: at most this many files and bytes,
+#: this deep below the kernel's folder (or top package)
+TREE_FILES, TREE_BYTES, TREE_DEPTH = 512, 64 << 20, 6
+TREE_SUFFIXES = (".py", ".so", ".pyd")
+#: shared objects mapped from these folders are the system's, not the kernel's
+SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/etc/", "/snap/",
+                   "/nix/store/", "/opt/conda/pkgs/", "/proc/", "/sys/", "/dev/")
+
+
+def spec_file(spec: str) -> Optional[str]:
+    """The source file a kernel spec names, found without importing anything (a module
+    spec is looked up on this process's ``sys.path`` the way ``import`` would, without
+    running any package's ``__init__``)."""
+    import importlib.machinery
+    from .worker import is_path_spec
+    target = spec.rpartition(":")[0]
+    if not target:
+        return None
+    if is_path_spec(target):
+        return os.path.abspath(target) if os.path.isfile(target) else None
+    locations, found = None, None
+    for i, _ in enumerate(target.split(".")):
+        name = ".".join(target.split(".")[:i + 1])
+        try:
+            found = importlib.machinery.PathFinder.find_spec(
+                name, locations if locations is not None else [os.getcwd()] + sys.path)
+        except (ImportError, ValueError, OSError):
+            return None
+        if found is None:
+            return None
+        locations = list(found.submodule_search_locations or [])
+    origin = getattr(found, "origin", None)
+    return origin if origin and os.path.isfile(origin) else None
+
+
+def source_tree(spec: str) -> list:
+    """The files of the kernel's own source tree, as the checker finds them on disk: the
+    Python and extension modules in the kernel file's folder (its top package's folder
+    when it is in a package) and below, skipping ``__pycache__``, hidden folders, virtual
+    environments and the Python installation; bounded by :data:`TREE_FILES`,
+    :data:`TREE_BYTES` and :data:`TREE_DEPTH`.  A helper the kernel imports is listed
+    whatever the worker reports."""
+    src = spec_file(spec)
+    if src is None:
+        return []
+    root = os.path.dirname(os.path.realpath(src))
+    while os.path.isfile(os.path.join(os.path.dirname(root), "__init__.py")) and \
+            os.path.isfile(os.path.join(root, "__init__.py")):
+        root = os.path.dirname(root)
+    roots = _installation_roots()
+    out, total = [os.path.realpath(src)], 0
+    base_depth = root.rstrip(os.sep).count(os.sep)
+    # a kernel file lying in a folder everyone shares: that folder's own files only
+    shared = {os.path.realpath(p) for p in ("/", tempfile.gettempdir(), os.path.expanduser("~"))}
+    depth = 1 if root in shared else TREE_DEPTH
+    for folder, dirs, files in os.walk(root):
+        if folder.count(os.sep) - base_depth >= depth - 1:
+            dirs[:] = []
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith(".")
+                         and not os.path.isfile(os.path.join(folder, d, "pyvenv.cfg"))
+                         and os.path.realpath(os.path.join(folder, d)) not in roots)
+        for name in sorted(files):
+            if not name.endswith(TREE_SUFFIXES):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                continue
+            if len(out) >= TREE_FILES or total > TREE_BYTES:
+                return out
+            out.append(os.path.realpath(path))
+    return out
+
+
+_PYTHON_HOMES = tuple(sorted({os.path.realpath(p).rstrip(os.sep) + os.sep
+                              for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}))
+
+
+def mapped_files(pid: int) -> list:
+    """The files mapped executable into process ``pid`` (its shared objects), read by the
+    checker from ``/proc/<pid>/maps``, outside the system's library folders."""
+    out = set()
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        path = parts[5].strip()
+        if path.startswith("/") and not path.endswith("(deleted)") and \
+                not path.startswith(SYSTEM_PREFIXES) and not path.startswith(_PYTHON_HOMES):
+            out.add(path)
+    return sorted(out)
+
+
 def output_digest(out: np.ndarray) -> str:
     """The identity of an output's bits (dtype, shape and bytes): equal digests, equal outputs."""
     a = np.ascontiguousarray(out)
@@ -324,6 +429,16 @@ class KernelProcess:
         self.decoy_digests: set[str] = set()
         self._burst: Optional[int] = None
         self._sibling: Optional["KernelProcess"] = None
+        #: the current worker's cgroup (:mod:`.limits`), None without a sandbox
+        self.cgroup: Optional[WorkerCgroup] = None
+        #: the resource limits the last worker ran under and what enforced each
+        self.limits: dict = {}
+        #: who read the floating-point control state: "checker (ptrace)" while every read
+        #: succeeded, "worker-reported" once one could not be made (and before any)
+        self.fp_state = ""
+        self._wpid: Optional[int] = None
+        #: shared objects seen mapped in this handle's workers (read by the checker)
+        self.mapped: set = set()
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> dict:
@@ -349,20 +464,74 @@ class KernelProcess:
         self._scratch = self.sandbox.scratch()
         self._drop_arena()
         self.arena = InputArena()
+        self._wpid = None
         argv = self.sandbox.command([sys.executable, "-m", self.worker_module, str(fd),
                                      str(self.arena.fd)],
                                     scratch=self._scratch.name, device=self.device,
                                     hide=hidden_folders() if self.sandbox.isolated else ())
+        preexec = None
+        if self.sandbox.isolated:
+            self._drop_cgroup()
+            self.cgroup = WorkerCgroup()
+            preexec = self.sandbox.preexec(self.device, join=self.cgroup.join,
+                                           memory=self.cgroup.limits.get("memory"),
+                                           memory_by_cgroup="memory" in self.cgroup.how)
         self.proc = subprocess.Popen(
             argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-            env=env, start_new_session=True, preexec_fn=self.sandbox.preexec(self.device))
+            env=env, start_new_session=True, preexec_fn=preexec)
+        if self.cgroup is not None:
+            self.cgroup.verify(self.proc.pid)
+        self.limits = self._limits_record()
         child_sock.close()
         parent_sock.setblocking(False)
         self.sock = parent_sock
 
+    def _limits_record(self) -> dict:
+        """What the run records about the worker's limits: each with its value and what
+        enforces it (a cgroup, an rlimit) or why nothing does."""
+        if not self.sandbox.isolated:
+            why = {"enforced": "no", "why": "no sandbox"}
+            return {k: dict(why, limit=None) for k in ("memory", "processes", "cpu_seconds",
+                                                       "open_files")}
+        rec = self.cgroup.record() if self.cgroup is not None else {}
+        mem = rec.get("memory", {})
+        if mem.get("enforced") == "no" and mem.get("limit") and self.device in ("cpu", ""):
+            mem.update(enforced="rlimit (address space)", why=mem.get("why", ""))
+        procs = rec.get("processes", {})
+        if procs.get("enforced") == "no" and os.geteuid() != 0:  # root ignores RLIMIT_NPROC
+            procs.update(enforced="rlimit (per user)", limit=PROCESSES)
+        rec["cpu_seconds"] = {"limit": CPU_SECONDS, "enforced": "rlimit"}
+        rec["open_files"] = {"limit": OPEN_FILES, "enforced": "rlimit"}
+        return rec
+
+    def _limit_hit(self, res: "CallResult") -> "CallResult":
+        """``res`` as a limit verdict when the call ran into the worker's memory or process
+        limit (the cgroup's own counters, read here; or a MemoryError under the
+        address-space limit)."""
+        hit = self.cgroup.events() if self.cgroup is not None else []
+        mem = (self.limits.get("memory") or {})
+        if not hit and res.status == "raised" and res.error_type == "MemoryError" and \
+                mem.get("enforced", "no") != "no":
+            hit = ["memory"]
+        if not hit:
+            return res
+        kind = "memory" if "memory" in hit else "processes"
+        lim = self.limits.get(kind) or {}
+        what = (f"memory limit ({lim.get('limit')} bytes, {lim.get('enforced')})"
+                if kind == "memory" else
+                f"process limit ({lim.get('limit')} tasks, {lim.get('enforced')})")
+        detail = res.describe() if not res.ok else "it returned"
+        return CallResult(status="memory-limit" if kind == "memory" else "process-limit",
+                          error=f"{what}; {detail}", flags=res.flags, seconds=res.seconds)
+
     def _load(self) -> dict:
         self._burst = None  # a fresh worker: its first call gets a burst of decoys
         status, payload = self._request(("load", self.load_payload()), self.load_timeout)
+        if status == "ok" and self.cgroup is not None and self.cgroup.events():
+            status, payload = "raised", {"message": "the kernel's module ran into the worker's "
+                                                    "memory or process limit on import"}
+        if status == "ok":
+            self._see_mappings()
         if status != "ok":
             msg = payload.get("message") or payload.get("error") or status
             self.close()
@@ -419,8 +588,55 @@ class KernelProcess:
                     pass
             self.proc.wait()
             self.proc = None
+        self._drop_cgroup()
         self._drop_scratch()
         self._drop_arena()
+
+    def _drop_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
+
+    def worker_pid(self) -> Optional[int]:
+        """The host pid of the current worker's Python process (found by the checker, see
+        :func:`.fpstate.worker_pid`), None when there is none."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        if self._wpid is None or not os.path.exists(f"/proc/{self._wpid}"):
+            self._wpid = fpstate.worker_pid(self.proc.pid, self.sandbox.isolated)
+        return self._wpid
+
+    def _see_mappings(self) -> None:
+        pid = self.worker_pid()
+        if pid is not None:
+            self.mapped.update(mapped_files(pid))
+
+    def check_fp_state(self, res: "CallResult") -> None:
+        """The worker's floating-point control registers (flush-to-zero, denormals-are-zero,
+        rounding), read by this process after the call (:mod:`.fpstate`), whatever the
+        worker reports: a change is the flag ``state:fp-control``.  Where they cannot be
+        read, the worker's own report is all there is (:attr:`fp_state` says so)."""
+        pid = self.worker_pid()
+        threads = fpstate.read_threads(pid) if pid is not None else None
+        if threads is None:
+            other = fpstate.tracer(pid) if pid is not None else 0
+            if other and self.proc is not None and fpstate.descends_from(other, self.proc.pid):
+                # a tracer among the worker's own processes (a debugger around the checker
+                # is not): the kernel's, there to keep the checker from reading registers
+                res.flags.append(f"state:fp-control unreadable (the worker is traced by "
+                                 f"its own process {other})")
+                self.fp_state = self.fp_state or "checker (ptrace)"
+                self.close()
+                return
+            if pid is not None or not self.fp_state:
+                self.fp_state = "worker-reported"
+            return
+        if not self.fp_state:
+            self.fp_state = "checker (ptrace)"
+        changes = fpstate.changed(threads)
+        if changes:
+            res.flags.append("state:fp-control " + "; ".join(changes[:4]))
+            self.close()  # never reuse a worker whose numerics the kernel changed
 
     def _drop_arena(self) -> None:
         if self.arena is not None:
@@ -514,11 +730,16 @@ class KernelProcess:
                 self.restarts += 1
         except KernelLoadError:
             return []
+        self._see_mappings()
         status, payload = self._request(("modules", {}), min(self.timeout, 30.0))
         files = payload.get("files") if status == "ok" else None
         if status in ("crashed", "timeout", "tampered"):
             self.close()
-        return module_files(files if isinstance(files, list) else [])
+        files = [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+        # the worker's report, and what the checker finds itself: the kernel's source
+        # tree and the shared objects mapped in its workers
+        return module_files(list(dict.fromkeys(files + source_tree(self.kernel)
+                                               + sorted(self.mapped))))
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
@@ -541,6 +762,8 @@ class KernelProcess:
                 flag = f"mutated-input:{i}"
                 if flag not in res.flags:
                     res.flags.append(flag)
+        if self.proc is not None:
+            self.check_fp_state(res)
         return res
 
     def _decoy_calls(self, args, kwargs, layout, timeout) -> Optional[CallResult]:
@@ -565,7 +788,7 @@ class KernelProcess:
             fake = [_shuffled(a) for a in args]
             res = self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
                                         "layout": layout}, timeout)
-            if any(f.startswith(TAMPERING) for f in res.flags):
+            if any(f.startswith(TAMPERING) for f in res.flags) or res.status in LIMIT_STATUSES:
                 return res
             if res.ok and isinstance(res.out, np.ndarray):
                 # a kernel that caches returns its first output at these shapes, one that
@@ -587,8 +810,9 @@ class KernelProcess:
         """One request to the worker (restarted first if it died), its reply as data."""
         if self.ensure_alive():
             self.restarts += 1
-        res = CallResult.from_reply(*self._request((verb, payload), timeout or self.timeout))
-        if res.status in ("crashed", "timeout", "tampered") or any(
+        res = self._limit_hit(CallResult.from_reply(*self._request((verb, payload),
+                                                                  timeout or self.timeout)))
+        if res.status in ("crashed", "timeout", "tampered") + LIMIT_STATUSES or any(
                 f.startswith(TAMPERING) for f in res.flags):
             # never reuse a process the kernel has broken or tampered with
             self.close()

@@ -156,6 +156,12 @@ class RunResult:
     #: the files of the modules the kernel's worker loaded from outside the Python
     #: installation, each with its sha256 as read by the checker: [{path, sha256}]
     modules: list = field(default_factory=list)
+    #: the worker's resource limits: {name: {limit, enforced (cgroup v1/v2, rlimit, no),
+    #: why}} (kcontract.check.limits)
+    limits: dict = field(default_factory=dict)
+    #: who read the worker's floating-point control state: "checker (ptrace)" or
+    #: "worker-reported" (the kernel could have rebound the report)
+    fp_state: str = ""
     #: claims that, declared, would make the kernel conform, re-judged on the recorded calls
     #: (kcontract.diagnosis.hints; found only with ``check(hints=True)``)
     hints: tuple = ()
@@ -189,6 +195,7 @@ class RunResult:
             "suite_version": self.suite_version, "seconds": round(self.seconds, 3),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "verdict": self.verdict, "sandbox": self.sandbox,
+            "limits": jsonable(dict(self.limits)), "fp_state": self.fp_state,
             "modules": [dict(m) for m in self.modules],
             "results": [r.to_json() for r in self.results],
             "diagnosis": self.diagnosed().to_json(),

@@ -59,3 +59,8 @@ def print_run(run: Mapping[str, Any], console: Console | None = None) -> None:
     box = run.get("sandbox")
     if box:
         console.print(Text(f"sandbox: {box}", style="dim" if box == "bubblewrap" else "bold yellow"))
+    loose = [k for k, v in (run.get("limits") or {}).items()
+             if isinstance(v, dict) and v.get("enforced") == "no" and box == "bubblewrap"]
+    if loose:
+        console.print(Text("limits not enforced: " + ", ".join(
+            f"{k} ({run['limits'][k].get('why', '')})" for k in loose), style="bold yellow"))

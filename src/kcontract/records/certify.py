@@ -157,6 +157,7 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
         "claims": data.get("claims"), "declare": {k: str(v) for k, v in (declare or {}).items()},
         "seed": int(seed), "secret_seed": secret, "sandbox": data.get("sandbox", "none"),
         "unsandboxed_override": bool(allow_unsandboxed and not box.isolated),
+        "limits": data.get("limits") or {}, "fp_state": data.get("fp_state", ""),
         "modules": data.get("modules") or [], "suite_version": data.get("suite_version"),
         "kcontract_version": __version__, "environment": data.get("environment"),
         "verdicts": verdicts,
