@@ -257,7 +257,7 @@ def test_a_helper_hidden_from_the_workers_report_is_still_listed(tmp_path):
     elsewhere: both are in the certificate (the checker walks the kernel's source tree and
     reads the worker's memory map), and a byte swapped in either rejects it."""
     import json
-    from kcontract.certify import certify, verify_certificate
+    from kcontract.records.certify import certify, verify_certificate
     so_src = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
                                "/lib/aarch64-linux-gnu/libm.so.6", "/usr/lib64/libm.so.6")
                    if os.path.isfile(p)), None)
