@@ -376,9 +376,9 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     out_fmt = ctx.op.output_format(ctx.dtype)
     kw = ctx.kwargs()
-    ftz_total = ftz_flushed = nonfinite = 0
-    daz_fail = daz_match = daz_normal_zero = 0
-    in_fail = 0
+    ftz_total = ftz_flushed = ftz_fail = ftz_zero_fail = nonfinite = 0
+    daz_fail = daz_match = daz_normal_zero = daz_normal_match = 0
+    in_fail = mid_fail = mid_zero = 0
     for c in comps:
         o, r = c.out, c.ref
         nonfinite += int(np.count_nonzero(~np.isfinite(o) & np.isfinite(r)))
@@ -386,6 +386,14 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
             subref = is_subnormal(r, out_fmt)
             ftz_total += int(np.count_nonzero(subref))
             ftz_flushed += int(np.count_nonzero(subref & (o == 0)))
+            ftz_fail += int(np.count_nonzero(subref & ~c.ok))
+            ftz_zero_fail += int(np.count_nonzero(subref & ~c.ok & (o == 0)))
+        elif c.case.family == "subnormal-intermediates":
+            # normal results made of subnormal intermediates (attention's probabilities):
+            # a flush of those intermediates returns 0 where a normal number belongs
+            failing = ~c.ok
+            mid_fail += int(np.count_nonzero(failing))
+            mid_zero += int(np.count_nonzero(failing & (o == 0) & (np.abs(r) >= out_fmt.tiny)))
         elif c.case.family == "subnormal-inputs":
             failing = ~c.ok
             in_fail += int(np.count_nonzero(failing))
@@ -403,17 +411,36 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
             daz_match += int(np.count_nonzero(failing & match))
             daz_normal_zero += int(np.count_nonzero(failing & (np.abs(r) >= out_fmt.tiny)
                                                     & (o == 0)))
-    outputs_flushed = ftz_flushed > 0 and ftz_flushed >= 0.5 * ftz_total
-    inputs_flushed = daz_normal_zero > 0 and daz_match >= 0.9 * daz_fail
+            # a normal result (not zero) that equals the zeroed-input oracle: no flush of a
+            # subnormal *result* gives that (attention: q read as 0 makes the scores 0)
+            with np.errstate(invalid="ignore"):
+                daz_normal_match += int(np.count_nonzero(
+                    failing & match & (np.abs(r) >= out_fmt.tiny) & (np.abs(o) >= out_fmt.tiny)))
+    intermediates_flushed = mid_zero > 0 and mid_zero >= 0.5 * mid_fail
+    # most subnormal results zero, or the failing ones zeros (a partial flush: a mode set on
+    # one thread of a multi-threaded kernel flushes the rows that thread computes); only failing
+    # zeros count (a subnormal below half the smallest one rounds to 0 honestly)
+    ftz = ftz_zero_fail > 0 and (ftz_flushed >= 0.5 * ftz_total
+                                 or ftz_zero_fail >= 0.9 * ftz_fail)
+    outputs_flushed = ftz or intermediates_flushed
+    inputs_flushed = (daz_normal_zero > 0 or daz_normal_match > 0) and daz_match >= 0.9 * daz_fail
     inputs_unclear = (not inputs_flushed) and daz_fail > 0 and daz_match >= 0.9 * daz_fail
     parts = []
     if inputs_flushed:
+        what = (f"{daz_normal_zero} of them zeros where a normal number belongs"
+                if daz_normal_zero else f"{daz_normal_match} of them normal numbers")
         parts.append(f"subnormal inputs treated as zero (DAZ): {daz_match} of {daz_fail} "
-                     f"failing outputs equal the oracle with subnormal inputs zeroed, "
-                     f"{daz_normal_zero} of them zeros where a normal number belongs")
-    if outputs_flushed:
+                     f"failing outputs equal the oracle with subnormal inputs zeroed, {what}")
+    if ftz:
+        rest = (f" (the other {ftz_total - ftz_flushed} kept: a partial flush)"
+                if ftz_flushed < 0.5 * ftz_total else "")
         parts.append(f"subnormal outputs flushed to zero (FTZ): {ftz_flushed} of {ftz_total} "
-                     f"subnormal results are 0")
+                     f"subnormal results are 0{rest}")
+    if intermediates_flushed:
+        what = getattr(ctx.op, "subnormal_intermediates", None) or "intermediate results"
+        parts.append(f"subnormal {what} flushed to zero (FTZ): {mid_zero} of {mid_fail} "
+                     f"failing outputs are 0 where the oracle's normal result is made of "
+                     f"subnormal {what}")
     if inputs_unclear and not outputs_flushed:
         parts.append(f"subnormal inputs or their subnormal results flushed to zero: "
                      f"{daz_match} of {daz_fail} failing outputs equal the oracle with "
@@ -434,7 +461,8 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     return Diagnosis(summary="; ".join(parts), quantities={
         "flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
         "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
-        "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite})
+        "normal_results_zeroed": daz_normal_zero, "normal_results_as_if_zero": daz_normal_match,
+        "flushed_intermediates": mid_zero, "nonfinite_outputs": nonfinite})
 
 
 # -- C-PRC-04 cast: rounding mode ---------------------------------------------------------------

@@ -45,7 +45,8 @@ capability                 what the op provides                        used by
 ``overflow_inputs``        finite inputs whose results overflow        C-EXC-01
 ``depends_on``             which input elements an output element      C-EXC-01
                            depends on (default: from the symbols)
-``subnormal_inputs``       crafted subnormal probes                    C-PRC-03
+``subnormal_inputs``       crafted subnormal probes (``inputs``,       C-PRC-03
+                           ``outputs``, ``intermediates``)
 ``conversion``             the op is a format conversion               C-PRC-04 (cast)
 ``gather``                 table/indices inputs (:class:`Gather`)      C-EXC-02
 ``unstable_formulation``   the known unstable formulations             C-PRC-02 detector

@@ -122,7 +122,8 @@ def masked_layernorm(x, w, b, eps):
         ref = np.where(present, dev / sd * w + b, 0.0)
         kappa = np.sum(np.abs(xz), axis=-1, keepdims=True) / np.maximum(cnt, 1) / sd
         xhat = np.abs(dev) / sd
-    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat}
+    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat,
+         "rstd": 1.0 / sd}
     return ref, q
 
 
@@ -159,7 +160,9 @@ class LayerNorm(Rowwise):
             xhat = np.abs(x["x"] - mu) / sd
         # kappa: the condition number of centring (mean|x| / std); a stable
         # formulation's error grows like kappa, E[x^2]-E[x]^2 like kappa^2.
-        return {"mag": np.abs(x["weight"]) * (1.0 + xhat), "kappa": kappa, "xhat": xhat}
+        # rstd: 1 / sqrt(var + eps), what an absolute error in the mean is multiplied by.
+        return {"mag": np.abs(x["weight"]) * (1.0 + xhat), "kappa": kappa, "xhat": xhat,
+                "rstd": 1.0 / sd}
 
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "weight": x["weight"], "bias": x["bias"]}
@@ -175,6 +178,25 @@ class LayerNorm(Rowwise):
 
     def overflow_inputs(self, shape, dtype, rng):
         return self.generate(shape, dtype, "large", rng)
+
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        """``inputs``: rows of subnormals (deviations from the mean at the subnormal scale),
+        bias 0: the variance is far below eps, so the results are (x - mean) / sqrt(eps) * w,
+        about 316 |x|, normal numbers; reading x as zero gives 0.  ``outputs``: N(0, 1) rows
+        and weights just above the smallest normal, bias 0: (x - mean) / std * w is
+        subnormal wherever |x - mean| < std tiny / |w|."""
+        fmt = get_format(fmt)
+        R, N = shape["R"], shape["N"]
+        if kind == "inputs":
+            # magnitudes in [tiny / 64, tiny): 316 |x - mean| is normal for most of them
+            x = fmt.tiny * 2.0 ** rng.uniform(-6.0, 0.0, (R, N)) * signs(rng, (R, N))
+            x = np.minimum(np.abs(x), np.nextafter(fmt.tiny, 0)) * np.sign(x)
+            w = 1.0 + 0.25 * rng.standard_normal(N)
+        else:
+            x = rng.standard_normal((R, N))
+            w = fmt.tiny * rng.uniform(1.0, 1.5, N) * signs(rng, N)
+        return {"x": self._store(x, fmt.dtype), "weight": self._store(w, fmt.dtype),
+                "bias": self._store(np.zeros(N), fmt.dtype)}
 
     def unstable_formulation(self, failing, nonfinite, exponent):
         if "offset" in failing:
@@ -201,7 +223,8 @@ OPS = [
             normalised_rows=True, summary="softmax(x): over the last axis"),
     LayerNorm(name="layernorm", inputs=("x", "weight", "bias"), symbols=("R", "N"),
               reduction=("N",), kwargs={"eps": 1e-5}, basic_shape={"R": 16, "N": 512},
-              shape_class=_ROWS, quantity_names=("mag", "kappa", "xhat"), row_inputs=("x",),
+              shape_class=_ROWS, quantity_names=("mag", "kappa", "xhat", "rstd"),
+              row_inputs=("x",),
               reorder_axes={"x": -1, "weight": -1, "bias": -1}, reorder_output_axis=-1,
               conditioning_quantity="kappa",
               summary="layernorm(x, weight, bias, eps=1e-5): over the last axis"),

@@ -17,6 +17,8 @@ fingerprint does not depend on the order.
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -141,6 +143,47 @@ def matmul_daz_ftz(a, b):
     a = np.where(np.abs(a) < _TINY32, np.float32(0), a).astype(a.dtype)
     b = np.where(np.abs(b) < _TINY32, np.float32(0), b).astype(b.dtype)
     return matmul_ftz_outputs(a, b)
+
+
+def _daz32(a):
+    return np.where(np.abs(a) < np.finfo(a.dtype).tiny, 0, a).astype(a.dtype)
+
+
+def layernorm_daz(x, weight, bias, eps=1e-5):
+    """Two-pass fp32 layernorm on inputs whose subnormals are read as zero (DAZ, emulated)."""
+    x = _daz32(x)
+    mu = np.mean(x, axis=-1, keepdims=True, dtype=np.float32)
+    d = x - mu
+    var = np.mean(d * d, axis=-1, keepdims=True, dtype=np.float32)
+    return (d / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
+
+
+def _attention64(q, k, v, flush_p=False):
+    q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = np.matmul(q64, np.swapaxes(k64, -1, -2)) / math.sqrt(q.shape[-1])
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    p = e / np.sum(e, axis=-1, keepdims=True)
+    if flush_p:
+        p = np.where(p < np.finfo(q.dtype).tiny, 0.0, p)
+    return np.matmul(p, v64).astype(q.dtype)
+
+
+def attention_daz(q, k, v, causal=False):
+    """Attention in float64 on operands whose subnormals are read as zero (DAZ, emulated)."""
+    return _attention64(_daz32(q), _daz32(k), _daz32(v))
+
+
+def attention_flush_probabilities(q, k, v, causal=False):
+    """Attention in float64 whose probabilities below the smallest normal become zero (an
+    exponential that underflows to zero instead of to a subnormal); results kept."""
+    return _attention64(q, k, v, flush_p=True)
+
+
+def linear_gelu_ftz(x, w, b):
+    """gelu(x @ w + b) in float64, results below the smallest normal stored as zero (FTZ)."""
+    pre = np.matmul(np.asarray(x, np.float64), np.asarray(w, np.float64)) + b.astype(np.float64)
+    y = 0.5 * pre * (1.0 + np.vectorize(math.erf)(pre / math.sqrt(2.0)))
+    return np.where(np.abs(y) < np.finfo(x.dtype).tiny, 0.0, y).astype(x.dtype)
 
 
 def sum_daz(x):
