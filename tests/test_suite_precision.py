@@ -178,6 +178,42 @@ def test_prc02_layernorm_names_the_one_pass_variance():
     assert res.signature["kappa_exponent"] > 1.5
 
 
+@pytest.mark.parametrize("kernel", ["kcontract.suite.kernels.prc02_layernorm:bad",
+                                    f"{RECIPES_MOD}:layernorm_one_pass_clamped"])
+def test_prc02_layernorm_one_pass_growth_is_fitted_quadratic(kernel):
+    """The formulation is named from the fit of the error against kappa across offsets."""
+    res = run_one("prc02-layernorm", kernel)
+    sig = res.signature
+    assert sig["growth"] == "quadratic" and 1.6 <= sig["kappa_exponent"] <= 2.6
+    g = sig["kappa_growth"]
+    assert g["points"] >= 3 and g["kappa_range"][1] / g["kappa_range"][0] >= 8
+    assert "fitted over kappa" in sig["suspected_formulation"]
+
+
+@pytest.mark.parametrize("kernel", ["layernorm_two_pass_fp16", "layernorm_welford_fp16"])
+def test_prc02_layernorm_stable_formulation_in_narrow_precision_is_not_called_cancellation(kernel):
+    """A two-pass or Welford layernorm computed in float16 fails the fp32 bound everywhere,
+    its error growing like kappa: the detector does not name E[x²]−E[x]²."""
+    res = run_one("prc02-layernorm", f"{RECIPES_MOD}:{kernel}")
+    assert res.verdict.value == "violation"
+    sig = res.signature
+    assert sig["growth"] == "linear" and 0.6 <= sig["kappa_exponent"] <= 1.4
+    assert "E[x²]−E[x]² (one pass)" not in sig["suspected_formulation"]
+    assert "variance as" not in sig["suspected_formulation"]
+    assert "not a cancellation" in sig["suspected_formulation"]
+
+
+def test_prc02_layernorm_welford_conforms_and_undecided_growth_is_inconclusive():
+    assert run_one("prc02-layernorm", f"{RECIPES_MOD}:layernorm_welford").verdict.value == "pass"
+    # bfloat16 statistics: the error reaches the result's size before it can be fitted
+    res = run_one("prc02-layernorm", f"{RECIPES_MOD}:layernorm_welford_bf16")
+    sig = res.signature
+    assert sig["suspected_formulation"].startswith("inconclusive: ")
+    assert "E[x²]−E[x]²" not in sig["suspected_formulation"].split("inconclusive: ")[1] \
+        or "neither" in sig["suspected_formulation"]
+    assert sig.get("kappa_exponent") is None or sig["growth"] == "other"
+
+
 @pytest.mark.parametrize("cid", ["prc02-softmax", "prc02-attention"])
 def test_prc02_exp_without_max_subtraction(cid):
     mod = "kcontract.suite.kernels." + cid.replace("-", "_")

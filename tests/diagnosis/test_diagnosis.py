@@ -124,3 +124,30 @@ def test_a_flushed_softmax_is_one_subnormal_cause():
     d = diagnose(run)
     assert [(c.cls, c.contracts) for c in d.primary] == [("C-PRC-03", ("prc03-softmax",))]
     assert d.explained["prc02-softmax"].by == "prc03-softmax"
+
+
+def _result(cls, cid, code, signature, *, shape=None, actual=1.0, expected=2.0):
+    return {"contract": cls, "id": cid, "verdict": "violation",
+            "message": f"{code} (1 of 1 cases fail)", "signature": {"code": code, **signature},
+            "violation": {"code": code, "actual": actual, "expected": expected,
+                          "case": {"shape": shape or {"R": 16, "N": 512}}}}
+
+
+def test_a_cancellation_finding_whose_error_grows_like_kappa_follows_from_the_precision():
+    """C-PRC-02 on a stable formulation computed in a narrow format (the fit: kappa^1) is not
+    an unstable formulation: it follows from the C-PRC-01 finding, or states C-PRC-01."""
+    prc02 = _result("C-PRC-02", "prc02-layernorm", "C-PRC-02.unstable-formulation",
+                    {"growth": "linear", "kappa_exponent": 1.1})
+    prc01 = _result("C-PRC-01", "prc01-layernorm", "C-PRC-01.narrow-accumulator",
+                    {"accumulator_format": "float16"})
+    d = diagnose({"dtype": "float32", "results": [prc02, prc01]})
+    assert [c.cls for c in d.primary] == ["C-PRC-01"]
+    assert d.explained["prc02-layernorm"].by == "prc01-layernorm"
+    assert "grows like the condition number" in d.explained["prc02-layernorm"].reason
+    alone = diagnose({"dtype": "float32", "results": [prc02]})
+    assert [c.cls for c in alone.primary] == ["C-PRC-01"]
+    # a fitted kappa^2 growth is the formulation's own cause
+    quad = _result("C-PRC-02", "prc02-layernorm", "C-PRC-02.unstable-formulation",
+                   {"growth": "quadratic", "kappa_exponent": 1.9})
+    assert [c.cls for c in diagnose({"dtype": "float32", "results": [quad]}).primary] == \
+        ["C-PRC-02"]

@@ -198,15 +198,38 @@ class LayerNorm(Rowwise):
         return {"x": self._store(x, fmt.dtype), "weight": self._store(w, fmt.dtype),
                 "bias": self._store(np.zeros(N), fmt.dtype)}
 
+    def conditioning_sweep(self, shape, fmt, rng):
+        """The same N(0, 1) rows plus a common offset 0, 1, 2, 4, ... (kappa = mean|x| / std
+        grows like the offset), up to 2^14 or where x² would near the format's range."""
+        fmt = get_format(fmt)
+        base = self.generate(shape, fmt, "normal", rng)
+        z = rng.standard_normal((shape["R"], shape["N"]))
+        top = min(2.0 ** 14, float(np.sqrt(float(fmt.max))) / 16)
+        offsets = [0.0] + [2.0 ** j for j in range(0, 15) if 2.0 ** j <= top]
+        return [(c, {"x": self._store(z + c, fmt.dtype), "weight": base["weight"],
+                     "bias": base["bias"]}) for c in offsets]
+
     def unstable_formulation(self, failing, nonfinite, exponent):
         if "offset" in failing:
+            kind = None if exponent is None else self.conditioning_growth_kind(exponent)
+            grows = "" if exponent is None else f"the error grows like kappa^{exponent:.1f} " \
+                                                f"across offsets"
+            if kind == "linear":
+                return (f"not a cancellation in the variance: {grows}, as a stable (two-pass "
+                        f"or Welford) formulation's does (E[x²]−E[x]² would grow like "
+                        f"kappa²), with a larger constant than the declared accumulator "
+                        f"allows: a narrower working precision, not the formulation")
             if nonfinite:
-                return ("variance as E[x²]−E[x]²: cancellation made the variance negative or "
-                        f"zero ({nonfinite} outputs NaN/Inf)")
-            text = "variance as E[x²]−E[x]² (one pass: catastrophic cancellation)"
-            if exponent is not None:
-                text += f"; error grows like kappa^{exponent:.1f} (stable: kappa^1)"
-            return text
+                return ("variance as E[x²]−E[x]²: cancellation made the variance negative "
+                        f"({nonfinite} outputs NaN/Inf; a sum of squares is never negative)"
+                        + (f"; {grows}" if grows else ""))
+            if kind == "quadratic":
+                return (f"variance as E[x²]−E[x]² (one pass): {grows}, as its cancellation "
+                        f"predicts (kappa²; a two-pass or Welford variance grows like kappa)")
+            if kind == "other":
+                return (f"inconclusive: {grows}, neither the kappa² of E[x²]−E[x]² nor the "
+                        f"kappa of a stable formulation")
+            return None
         if "large" in failing:
             return "squares overflow: x² summed without rescaling"
         return None

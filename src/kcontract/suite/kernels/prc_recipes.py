@@ -199,6 +199,55 @@ def layernorm_one_pass_clamped(x, weight, bias, eps=1e-5):
     return ((x - mu) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
 
 
+def layernorm_two_pass_fp16(x, weight, bias, eps=1e-5):
+    """The stable two-pass formulation, computed in float16 (inputs, statistics and the
+    normalisation): its error grows like kappa, at float16's constant."""
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)
+        mu = np.mean(h, axis=-1, keepdims=True, dtype=np.float16)
+        d = h - mu
+        var = np.mean(d * d, axis=-1, keepdims=True, dtype=np.float16)
+        y = d / np.sqrt(var + np.float16(eps)) * weight.astype(np.float16) + bias.astype(np.float16)
+        return y.astype(x.dtype)
+
+
+def _welford(x, acc):
+    xa = x.astype(acc)
+    mean = np.zeros(x.shape[:-1], acc)
+    m2 = np.zeros(x.shape[:-1], acc)
+    for i in range(x.shape[-1]):
+        delta = xa[..., i] - mean
+        mean = (mean + delta / acc(i + 1)).astype(acc)
+        m2 = (m2 + delta * (xa[..., i] - mean)).astype(acc)
+    return mean[..., None], (m2 / acc(x.shape[-1]))[..., None]
+
+
+def layernorm_welford(x, weight, bias, eps=1e-5):
+    """Welford's one-pass update (mean and centred second moment), in float32: stable."""
+    mean, var = _welford(x, np.float32)
+    return ((x - mean) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
+
+
+def layernorm_welford_fp16(x, weight, bias, eps=1e-5):
+    """Welford's update with float16 statistics and normalisation: stable, at float16's
+    constant."""
+    with np.errstate(all="ignore"):
+        h = np.float16
+        mean, var = _welford(x.astype(h), h)
+        y = (x.astype(h) - mean) / np.sqrt(var + h(eps)) * weight.astype(h) + bias.astype(h)
+        return y.astype(x.dtype)
+
+
+def layernorm_welford_bf16(x, weight, bias, eps=1e-5):
+    """Welford's update with bfloat16 statistics: stable, at bfloat16's constant."""
+    with np.errstate(all="ignore"):
+        bf = ml_dtypes.bfloat16
+        mean, var = _welford(x.astype(bf), bf)
+        xb = x.astype(bf)
+        y = (xb - mean) / np.sqrt(var + bf(eps)) * weight.astype(bf) + bias.astype(bf)
+        return y.astype(x.dtype)
+
+
 def cast_bf16_round_half_away(x, dtype="bfloat16"):
     """float32 -> bfloat16 by adding half an ulp to the bits and truncating: ties away
     from zero (the other classic bit trick)."""
