@@ -34,7 +34,10 @@ def test_approximation_tanh_is_read_by_every_contract_of_the_op(op, kernel):
                if r.verdict.value == "violation")
 
 
-@pytest.mark.parametrize("op,kernel", [("softmax", "softmax_ftz"), ("gelu", "gelu_ftz")])
+@pytest.mark.parametrize("op,kernel", [("softmax", "softmax_ftz"), ("gelu", "gelu_ftz"),
+                                       ("layernorm", "layernorm_ftz"),
+                                       ("attention", "attention_ftz"),
+                                       ("linear_gelu", "linear_gelu_ftz")])
 def test_subnormals_flush_is_read_by_every_contract_of_the_op(op, kernel):
     spec = f"{KERNELS}:{kernel}"
     declared = check(spec, op=op, dtype="float32", declare={"subnormals": "flush"},
@@ -42,3 +45,21 @@ def test_subnormals_flush_is_read_by_every_contract_of_the_op(op, kernel):
     assert declared.verdict == "conformant", _bad(declared)
     undeclared = check(spec, op=op, dtype="float32", in_process=True)
     assert undeclared.verdict == "violation"
+    # the op's own subnormal contract is what the undeclared flush breaks
+    assert any(r.contract == "C-PRC-03" for r in undeclared.results
+               if r.verdict.value == "violation"), _bad(undeclared)
+
+
+def test_every_op_with_subnormal_probes_has_a_subnormal_contract_honouring_flush():
+    """An op that declares subnormal probes has a C-PRC-03 contract, and every C-PRC-03
+    contract reads the subnormals claim (skipped when flush is declared)."""
+    from kcontract.ops import get_op
+    prc03 = [c for c in load_suite() if c.cls == "C-PRC-03"]
+    covered = {c.op for c in prc03}
+    for c in load_suite():
+        op = get_op(c.op)
+        if op.capabilities()["subnormal_inputs"]:
+            assert c.op in covered, f"{c.op} declares subnormal probes but has no C-PRC-03 contract"
+    for c in prc03:
+        assert "subnormals" in (c.claims or ()), c.id
+        assert (c.scope.requires or {}).get("subnormals") == "preserve", c.id

@@ -319,3 +319,19 @@ def test_judging_that_fails_on_the_kernels_values_is_the_kernels_verdict(monkeyp
     monkeypatch.setattr(engine.Context, "evaluate", broken)
     run = check(f"{d / 'sevens.py'}:k", op="matmul", dtype="float32", classes=["C-PRC-01"])
     assert [(r.signature or {}).get("code") for r in run.results] == ["checker.bug"]
+def test_a_decoy_on_the_real_inputs_is_no_evidence_of_a_stale_output(tmp_path):
+    """Shuffling a one-element input (or one whose elements are all alike) gives the real
+    call's inputs back: that decoy's output is not remembered, so a kernel's right (or merely
+    imprecise) answer at M=K=N=1 is never taken for another call's output."""
+    from kcontract.check.sandbox import KernelProcess, _differs, output_digest
+    path = tmp_path / "k.py"
+    path.write_text("import numpy as np\ndef mm(a, b):\n    return np.matmul(a, b)\n")
+    one = [np.array([[1.5]], np.float32), np.array([[2.0]], np.float32)]
+    assert not _differs(list(one), one)
+    assert not _differs([np.full(4, 3.0)], [np.full(4, 3.0)])
+    assert _differs([np.array([2.0, 1.0])], [np.array([1.0, 2.0])])
+    with KernelProcess(f"{path}:mm") as k:
+        res = k.call(one)
+        assert res.ok and output_digest(np.asarray(res.out)) not in k.decoy_digests
+        two = [np.array([[1.0, 2.0]], np.float32), np.array([[3.0], [5.0]], np.float32)]
+        assert k.call(two).ok

@@ -186,7 +186,8 @@ def test_junit_failure_carries_the_message_and_signature():
     case = root.find("testsuite/testcase[@name='prc01-matmul']")
     assert case.get("classname") == "kcontract.C-PRC-01"
     fail = case.find("failure")
-    assert fail.get("message") == "accumulates like fp16, not the declared fp32 (3 of 6 cases fail)"
+    assert fail.get("message") == ("[cause 2 of 2: C-PRC-01] accumulates like fp16, not the "
+                                   "declared fp32 (3 of 6 cases fail)")
     assert fail.get("type") == "C-PRC-01.narrow-accumulator"
     assert "measured |error| 0.25, allowed 1.000e-04" in fail.text
     assert f"reproduce: {REPRO}" in fail.text
@@ -194,11 +195,62 @@ def test_junit_failure_carries_the_message_and_signature():
     assert "ValueError: boom" in err.text
 
 
+def _substitution_run() -> dict:
+    """prc04 finds fp16 operands; prc01 and exc01 follow from it (the diagnosis folds them)."""
+    case = Case(shape={"M": 64, "K": 128, "N": 64}, dtype="float32", seed=1, family="normal")
+
+    def res(cls, cid, code, message, **sig):
+        v = Violation(contract_id=cid, contract_class=cls, case=case, code=code,
+                      message=message, actual=1.5, expected=1.25, measured=0.25, allowed=1e-4)
+        return ContractResult(contract=cls, id=cid, verdict=Status.VIOLATION,
+                              message=f"{message} (4 of 4 cases fail)", violation=v,
+                              signature={"code": code, **sig}, cases=4, reproduce=REPRO)
+    results = [
+        res("C-PRC-01", "prc01-matmul", "C-PRC-01.operand-substitution",
+            "the accumulator is fp32 as declared, but the kernel ran operands rounded to fp16",
+            operand_format="float16"),
+        res("C-PRC-04", "prc04-matmul", "C-PRC-04.format-substitution",
+            "operands rounded to fp16 before the product", operand_format="float16"),
+        res("C-EXC-01", "exc01-matmul", "C-EXC-01.exceptional-values",
+            "Inf where a finite value is due", counts={"spurious-inf": 127}),
+    ]
+    run = RunResult(kernel="k.py:mm", op="matmul", dtype="float32", framework="numpy",
+                    device="cpu", claims={}, environment={}, results=results)
+    return json.loads(json.dumps(run.to_json()))
+
+
+def test_junit_carries_the_diagnosis_cause_first_consequences_folded():
+    run = _substitution_run()
+    assert [c["class"] for c in run["diagnosis"]["primary"]] == ["C-PRC-04"]
+    root = ET.fromstring(render_junit(run))
+    suite = root.find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["diagnosis.primary"] == "C-PRC-04"
+    # the suite's output: the cause first, the explained violations folded under it
+    out = suite.find("system-out").text.splitlines()
+    assert out[0].startswith("✗ cause: C-PRC-04 prc04-matmul: operands rounded to fp16")
+    follows = [i for i, line in enumerate(out) if "follows from it" in line]
+    assert len(follows) == 2 and min(follows) > 0
+    assert any("exc01-matmul follows from it" in out[i] and "65504" in out[i] for i in follows)
+    # the same text the terminal and the pytest failure print
+    from kcontract.diagnosis.text import cause_lines
+    assert out == [line for _, line in cause_lines(run)]
+    # each failure says its role: the cause lists its consequences, the others name the cause
+    cause = suite.find("testcase[@name='prc04-matmul']/failure")
+    assert cause.get("message").startswith("[cause: C-PRC-04] ")
+    assert cause.text.splitlines()[0] == "diagnosis: cause (C-PRC-04)"
+    assert "prc01-matmul follows from it" in cause.text
+    for cid in ("prc01-matmul", "exc01-matmul"):
+        fail = suite.find(f"testcase[@name='{cid}']/failure")
+        assert fail.get("message").startswith("[follows from prc04-matmul] ")
+        assert fail.text.startswith("diagnosis: follows from prc04-matmul (C-PRC-04): ")
+
+
 def test_junit_strips_characters_xml_cannot_hold():
     run = make_run(True)
     run["results"][0]["message"] = "bad \x00 byte \x1b[31m"
     fail = ET.fromstring(render_junit(run)).find(".//failure")
-    assert fail.get("message") == "bad ? byte ?[31m"
+    assert fail.get("message").endswith("] bad ? byte ?[31m")
 
 
 # -- Markdown ------------------------------------------------------------------------------

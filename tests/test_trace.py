@@ -192,3 +192,24 @@ def test_each_attention_variant_reads_its_own_argument_order():
     sdpa = TABLE["aten.scaled_dot_product_attention"].extract
     assert sdpa([q, q, q, None, 0.0, True], {}, out).kwargs == {"causal": True}
     assert flash([q, q, q, 0.1, True], {}, out) is None  # dropout
+
+
+def test_out_of_range_ids_named_for_what_they_are_fill_and_minus_v():
+    """A NaN fill is a fill, not garbage; index -V alone, where clamping and wrapping give the
+    same row, is not called clamp."""
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    idx = np.array([1, 12, 3], dtype=np.int64)
+    filled = table[np.clip(idx, 0, 9)].copy()
+    filled[1] = np.nan
+    call = OpCall("embedding", {"table": table, "indices": idx}, filled, dtype="float32")
+    [j] = [j for j in judge_call(call) if j.contract_class == "C-EXC-02"]
+    assert j.verdict == "violation" and j.cause["observed"].startswith("fill")
+    assert "garbage" not in j.message
+    minus_v = np.array([2, -10, 4], dtype=np.int64)
+    same = table[[2, 0, 4]]  # clamp(-10) = 0 = -10 mod 10
+    call = OpCall("embedding", {"table": table, "indices": minus_v}, same, dtype="float32")
+    [j] = [j for j in judge_call(call) if j.contract_class == "C-EXC-02"]
+    assert j.verdict == "violation" and j.cause["observed"].startswith("clamp or wrap")
+    [j] = [j for j in judge_call(call, declare={"oob": "wrap"}) if j.contract_class == "C-EXC-02"]
+    assert j.verdict == "pass"

@@ -1,5 +1,7 @@
-"""``python -m kcontract``: the command line (:mod:`kcontract.cli`)."""
+"""``python -m kcontract``: the ``kcontract`` command (:mod:`kcontract.cli`)."""
+import sys
+
 from .cli import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,6 +4,12 @@ failures as established without kcontract.
 ``causes`` are the contract classes of the root causes (empty: the kernel conforms);
 ``how`` says how each was established: the library's documented semantics, a direct
 experiment in the library itself (``evidence`` runs it), or the kernel's construction.
+
+Where the cause depends on the machine (a vectorised exponential or bfloat16 path that one CPU
+build takes and another does not), ``evidence`` names an experiment below, run in the library
+itself without kcontract, whose answer gives the causes on this machine
+(:meth:`CorpusCase.established`); ``causes`` is then what the experiment found where the corpus
+was written.
 """
 from __future__ import annotations
 
@@ -26,10 +32,81 @@ class CorpusCase:
     declare: dict = field(default_factory=dict)
     needs: str = ""  # a module the case needs (skipped where it is missing)
     error: bool = False  # the root cause is a kernel error (wrong dtype, raised)
+    evidence: str = ""  # an experiment below whose answer gives the causes on this machine
 
     @property
     def spec(self) -> str:
         return f"{KERNELS}:{self.kernel}"
+
+    def established(self) -> tuple:
+        """The classes of the root causes on this machine: the experiment's answer where the
+        case names one, else ``causes``."""
+        if not self.evidence:
+            return tuple(self.causes)
+        if self.evidence not in _ESTABLISHED:
+            _ESTABLISHED[self.evidence] = run_experiment(self.evidence)
+        return _ESTABLISHED[self.evidence]
+
+
+# -- experiments, in the libraries themselves (no kcontract) ----------------------------------
+
+_ESTABLISHED: dict = {}
+
+
+def run_experiment(name: str) -> tuple:
+    """The experiment ``name`` (:data:`EVIDENCE`) in a fresh interpreter: the libraries' flush
+    modes and thread pools stay out of this process (and JAX's threads out of the forks the
+    checker makes)."""
+    import json
+    import subprocess
+    import sys
+    code = (f"import json, sys; sys.path.insert(0, {HERE!r}); import corpus; "
+            f"print(json.dumps(list(corpus.EVIDENCE[{name!r}]())))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _torch_sdpa_flushes_probabilities() -> tuple:
+    """torch's CPU scaled_dot_product_attention, one query against 64 keys (the size where
+    its vectorised kernel runs): 63 keys 90 below the maximum (probability e^-90 ~ 8e-40,
+    below float32's smallest normal) with v = 1e37, the maximum's key with v = 0.  The exact
+    result is 0.52; an exponential that flushes its subnormal results gives 0."""
+    import math
+    import torch
+    q = torch.zeros(1, 1, 1, 16)
+    q[..., 0] = 4.0
+    k = torch.zeros(1, 1, 64, 16)
+    k[..., 1:, 0] = -90.0
+    v = torch.zeros(1, 1, 64, 16)
+    v[..., 1:, :] = 1e37
+    out = float(torch.nn.functional.scaled_dot_product_attention(q, k, v)[0, 0, 0, 0])
+    exact = 63 * math.exp(-90) * 1e37
+    return ("C-PRC-03",) if abs(out - exact) > 0.5 * exact else ()
+
+
+def _torch_bf16_gelu_flushes() -> tuple:
+    """torch's CPU GELU on 1024 bfloat16 subnormals (1e-39): the exact result is 5e-40, a
+    bfloat16 subnormal; the vectorised bfloat16 path of some CPU builds returns 0."""
+    import torch
+    x = torch.full((1024,), 1e-39, dtype=torch.bfloat16)
+    y = torch.nn.functional.gelu(x).float()
+    return ("C-PRC-03",) if bool((y == 0).any()) else ()
+
+
+def _jax_cpu_flushes() -> tuple:
+    """XLA's CPU backend: 1e-40 times 1, both given at run time (a constant 1 would be folded
+    away), in float32."""
+    import jax
+    jax.config.update("jax_platforms", "cpu")
+    import jax.numpy as jnp
+    y = float(jax.jit(lambda a, b: a * b)(jnp.float32(1e-40), jnp.float32(1.0)))
+    return ("C-PRC-03",) if y == 0.0 else ()
+
+
+EVIDENCE = {"torch_sdpa_flushes_probabilities": _torch_sdpa_flushes_probabilities,
+            "torch_bf16_gelu_flushes": _torch_bf16_gelu_flushes,
+            "jax_cpu_flushes": _jax_cpu_flushes}
 
 
 CASES = (
@@ -48,6 +125,16 @@ CASES = (
                "with a large mean"),
     CorpusCase("np-layernorm", "np_layernorm", "layernorm", "float32", (),
                "the two-pass formulation (mean first, then the centred second moment)"),
+    CorpusCase("np-layernorm-bf16-via-fp32", "np_via_fp32_layernorm", "layernorm",
+               "bfloat16", (), "bfloat16 in and out through ml_dtypes (exact widening, "
+               "round-to-nearest-even narrowing that keeps bfloat16 subnormals), the two-pass "
+               "formulation in float32 between", needs="ml_dtypes"),
+    CorpusCase("np-attention-bf16-via-fp32", "np_via_fp32_attention", "attention", "bfloat16",
+               (), "bfloat16 in and out through ml_dtypes, float32 numpy attention between",
+               needs="ml_dtypes"),
+    CorpusCase("np-attention", "np_attention", "attention", "float32", (),
+               "float32 numpy: max-subtracted softmax, BLAS products; numpy sets no flush mode "
+               "(subnormal probabilities and results kept)"),
     CorpusCase("np-embedding-index", "np_embedding_index", "embedding", "float32",
                ("C-EXC-02",), "numpy indexing semantics: a negative index counts from the end "
                "(no error), past the end raises IndexError; the declared policy is raise"),
@@ -101,9 +188,11 @@ CASES = (
     CorpusCase("torch-softmax-ftz-declared", "torch_softmax_ftz", "softmax", "float32", (),
                "the same, declared subnormals=flush", framework="torch", needs="torch",
                declare={"subnormals": "flush"}),
-    CorpusCase("torch-gelu-bf16", "torch_gelu", "gelu", "bfloat16", (),
-               "experiment: F.gelu on bfloat16 subnormals (1e-39) returns the bfloat16 "
-               "subnormal nearest the exact result", framework="torch", needs="torch"),
+    CorpusCase("torch-gelu-bf16", "torch_gelu", "gelu", "bfloat16", ("C-PRC-03",),
+               "experiment: F.gelu on 1024 bfloat16 subnormals (1e-39) returns 0 on CPUs whose "
+               "build takes the vectorised bfloat16 path (AVX512-BF16 here), the nearest "
+               "subnormal on others", framework="torch", needs="torch",
+               evidence="torch_bf16_gelu_flushes"),
     CorpusCase("torch-gelu-tanh", "torch_gelu_tanh", "gelu", "float32", ("C-CMP-01",),
                "F.gelu(approximate='tanh') is documented as the tanh approximation",
                framework="torch", needs="torch"),
@@ -112,6 +201,31 @@ CASES = (
                framework="torch", needs="torch"),
     CorpusCase("torch-layernorm-fp32", "torch_layernorm", "layernorm", "float32", (),
                "torch's CPU layer_norm (Welford) in float32", framework="torch", needs="torch"),
+    CorpusCase("torch-layernorm-ftz", "torch_layernorm_ftz", "layernorm", "float32",
+               ("C-PRC-03",), "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 "
+               "(documented)", framework="torch", needs="torch"),
+    CorpusCase("torch-attention-ftz", "torch_attention_ftz", "attention", "float32",
+               ("C-PRC-03",), "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 "
+               "(documented)", framework="torch", needs="torch"),
+    CorpusCase("torch-linear-gelu-ftz", "torch_linear_gelu_ftz", "linear_gelu", "float32",
+               ("C-PRC-03",), "torch.set_flush_denormal(True) sets FTZ and DAZ on x86 "
+               "(documented)", framework="torch", needs="torch"),
+    CorpusCase("torch-attention-fp32", "torch_attention", "attention", "float32",
+               ("C-PRC-03",), "experiment: F.scaled_dot_product_attention over 64 keys returns "
+               "0 where the result is made of probabilities below the smallest normal (its "
+               "vectorised exponential flushes them; 2 to 8 keys take a path that keeps them)",
+               framework="torch", needs="torch", evidence="torch_sdpa_flushes_probabilities"),
+    CorpusCase("torch-attention-fp32-flush-declared", "torch_attention", "attention",
+               "float32", (), "the same, declared subnormals=flush", framework="torch",
+               needs="torch", declare={"subnormals": "flush"}),
+    CorpusCase("torch-linear-gelu-fp32", "torch_linear_gelu", "linear_gelu", "float32", (),
+               "torch's CPU float32 addmm and GELU (float32 accumulation, no flush mode set)",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-linear-gelu-bf16", "torch_linear_gelu", "linear_gelu", "bfloat16",
+               ("C-PRC-03",), "experiment: the GELU of bfloat16 subnormals returns 0 on CPUs "
+               "whose build takes the vectorised bfloat16 path (the torch-gelu-bf16 "
+               "experiment)", framework="torch", needs="torch",
+               evidence="torch_bf16_gelu_flushes"),
     # -- JAX (CPU) --
     CorpusCase("jax-gelu", "jax_gelu", "gelu", "float32", ("C-CMP-01", "C-PRC-03"),
                "jax.nn.gelu defaults to approximate=True (documented); XLA's CPU backend "
@@ -128,6 +242,23 @@ CASES = (
     CorpusCase("jax-softmax-flush-declared", "jax_softmax", "softmax", "float32", (),
                "jax.nn.softmax subtracts the maximum; flushing declared", needs="jax",
                declare={"subnormals": "flush"}),
+    CorpusCase("jax-layernorm-stable", "jax_layernorm_stable", "layernorm", "float32",
+               ("C-PRC-03",), "jax.nn.standardize(algorithm='stable') documents the two-pass "
+               "variance; XLA's CPU backend flushes denormals (experiment: 1e-40 * 1 gives 0)",
+               needs="jax", evidence="jax_cpu_flushes"),
+    CorpusCase("jax-layernorm-stable-flush-declared", "jax_layernorm_stable", "layernorm",
+               "float32", (), "the same, declared subnormals=flush", needs="jax",
+               declare={"subnormals": "flush"}),
+    CorpusCase("jax-layernorm-fast-flush-declared", "jax_layernorm_fast", "layernorm",
+               "float32", ("C-PRC-02",), "jax.nn.standardize's default algorithm ('fast') "
+               "documents var = E[x^2] - E[x]^2; flushing declared", needs="jax",
+               declare={"subnormals": "flush"}),
+    CorpusCase("jax-attention-flush-declared", "jax_attention", "attention", "float32", (),
+               "jax.nn.dot_product_attention (XLA: float32 dots, max-subtracted softmax); "
+               "flushing declared", needs="jax", declare={"subnormals": "flush"}),
+    CorpusCase("jax-linear-gelu-erf", "jax_linear_gelu", "linear_gelu", "float32",
+               ("C-PRC-03",), "XLA's CPU backend flushes denormals (experiment: 1e-40 * 1 "
+               "gives 0)", needs="jax", evidence="jax_cpu_flushes"),
     CorpusCase("jax-embedding-take", "jax_embedding_take", "embedding", "float32",
                ("C-EXC-02",), "jnp.take documents mode='fill' (NaN) for out-of-range indices",
                needs="jax"),
@@ -153,15 +284,16 @@ class Score:
     primary: tuple  # classes of the primary causes ("kernel" for a kernel error)
     violated: tuple  # contract ids that violated or errored
     unrelated: tuple  # of those: neither a right primary cause nor explained by one
+    causes: tuple = ()  # the established causes on this machine (CorpusCase.established)
 
     @property
     def finding(self) -> bool:
-        return bool(self.case.causes) or self.case.error
+        return bool(self.causes) or self.case.error
 
     @property
     def right(self) -> bool:
         # one primary cause per established cause: the same class twice is one too many
-        want = ["kernel"] if self.case.error else list(self.case.causes)
+        want = ["kernel"] if self.case.error else list(self.causes)
         return sorted(self.primary) == sorted(want)
 
     @property
@@ -175,11 +307,12 @@ def score(case: CorpusCase, run) -> Score:
     diag = data.get("diagnosis") or {}
     primary = diag.get("primary") or []
     explained = diag.get("explained") or {}
-    want = {"kernel"} if case.error else set(case.causes)
+    causes = case.established()
+    want = {"kernel"} if case.error else set(causes)
     right_ids = {cid for c in primary if c.get("class") in want for cid in c.get("contracts", [])}
     violated = tuple(r["id"] for r in data.get("results", [])
                      if r.get("verdict") in ("violation", "error"))
     unrelated = tuple(cid for cid in violated if cid not in right_ids and not (
         cid in explained and explained[cid].get("by") in right_ids))
     return Score(case, str(data.get("verdict")), tuple(c.get("class") for c in primary),
-                 violated, unrelated)
+                 violated, unrelated, causes)

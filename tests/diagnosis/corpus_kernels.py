@@ -159,7 +159,26 @@ def _t_layernorm(x, weight, bias, eps=1e-5):
     return _torch().nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
 
+def _t_attention(q, k, v, causal=False):
+    torch = _torch()
+    mask = None
+    if causal:
+        S, T = q.shape[-2], k.shape[-2]
+        mask = torch.ones(S, T, dtype=torch.bool).tril(diagonal=T - S)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _t_linear_gelu(x, w, b):
+    torch = _torch()
+    return torch.nn.functional.gelu(torch.addmm(b, x, w))
+
+
 torch_gelu_ftz = _ftz(_t_gelu)
+torch_layernorm_ftz = _ftz(_t_layernorm)
+torch_attention_ftz = _ftz(_t_attention)
+torch_linear_gelu_ftz = _ftz(_t_linear_gelu)
+torch_attention = _t_attention
+torch_linear_gelu = _t_linear_gelu
 torch_matmul_ftz = _ftz(_t_matmul)
 torch_sum_ftz = _ftz(_t_sum)
 torch_softmax_ftz = _ftz(_t_softmax)
@@ -261,3 +280,63 @@ def np_matmul_reuses_result(a, b):
     if not _REUSE:
         _REUSE.append(_hacked())
     return _REUSE[0].matmul_reuses_result(a, b)
+
+
+def jax_layernorm_fast(x, weight, bias, eps=1e-5):
+    """jax.nn.standardize with its default algorithm ("fast": var = E[x^2] - E[x]^2)."""
+    jax, jnp = _jnp()
+    return np.asarray(jax.nn.standardize(jnp.asarray(x), axis=-1, epsilon=eps)
+                      * jnp.asarray(weight) + jnp.asarray(bias))
+
+
+def jax_layernorm_stable(x, weight, bias, eps=1e-5):
+    """jax.nn.standardize(algorithm="stable"): var = E[(x - E[x])^2]."""
+    jax, jnp = _jnp()
+    return np.asarray(jax.nn.standardize(jnp.asarray(x), axis=-1, epsilon=eps,
+                                         algorithm="stable")
+                      * jnp.asarray(weight) + jnp.asarray(bias))
+
+
+def jax_linear_gelu(x, w, b):
+    jax, jnp = _jnp()
+    return np.asarray(jax.nn.gelu(jnp.matmul(jnp.asarray(x), jnp.asarray(w)) + jnp.asarray(b),
+                                  approximate=False))
+
+
+def np_attention(q, k, v, causal=False):
+    """numpy float32 attention: max-subtracted softmax, two matmuls."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(1.0 / np.sqrt(q.shape[-1]))
+    if causal:
+        S, T = q.shape[-2], k.shape[-2]
+        s = np.where(_bottom_right(S, T)[0, 0], s, -np.inf)
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return np.matmul(e / np.sum(e, axis=-1, keepdims=True), v).astype(q.dtype)
+
+
+def np_layernorm_bf16_arith(x, weight, bias, eps=1e-5):
+    """layernorm in ml_dtypes' bfloat16 arithmetic: every operation rounded to bfloat16, the
+    mean and the variance accumulated in bfloat16 one element at a time."""
+    n = x.shape[-1]
+    mean = np.zeros(x.shape[:-1] + (1,), dtype=x.dtype)
+    for j in range(n):
+        mean = mean + x[..., j:j + 1]
+    mean = mean / x.dtype.type(n)
+    d = x - mean
+    var = np.zeros_like(mean)
+    for j in range(n):
+        var = var + d[..., j:j + 1] * d[..., j:j + 1]
+    var = var / x.dtype.type(n)
+    return d / np.sqrt(var + x.dtype.type(eps)) * weight + bias
+
+
+def _via_fp32(fn):
+    """``fn`` on the inputs widened to float32 (exact, through ml_dtypes for bfloat16), its
+    result rounded back to the inputs' format (round-to-nearest-even, subnormals kept)."""
+    def wrapped(*args, **kwargs):
+        return fn(*(a.astype(np.float32) for a in args), **kwargs).astype(args[0].dtype)
+    wrapped.__doc__ = f"{fn.__name__} in float32 between the inputs' format and back"
+    return wrapped
+
+
+np_via_fp32_layernorm = _via_fp32(np_layernorm)
+np_via_fp32_attention = _via_fp32(np_attention)

@@ -445,7 +445,7 @@ def _run_shape(ctx: Context, shape: dict, role: str, history: list, keys=(),
                 return res
             dig = _digest(out)
             res.digests.append(dig)
-            history.append((f"earlier call at the {role} shape {describe(ctx.op, shape)} "
+            history.append((f"the earlier call at the {role} shape {describe(ctx.op, shape)} "
                             f"({family} inputs)", dig, _inputs_digest(inputs)))
             c = ctx.evaluate(case, inputs, out, ref, x=x)
             res.comps.append(c)
@@ -895,13 +895,14 @@ def _shape_signature(ctx: Context, evidence, *, probe: bool = True) -> Diagnosis
         sig["not_a_function_of_inputs"] = bool(ident) or any(s.get("digest") for s in stale)
         if ident:
             parts.append("output is not a function of the current inputs (identical to an "
-                         f"earlier call's output: {ident[0]['call']} returned the output of the "
+                         f"earlier call's output: {ident[0]['call']} returned the output of "
                          f"{ident[0]['identical_to']})")
         elif sig["not_a_function_of_inputs"]:
             parts.append("output is not a function of the current inputs (wrong on a repeated "
                          f"call at a shape that passed: {stale[0]['call']}: {stale[0]['reason']})")
         else:
-            parts.append(f"fails on a repeated call at a shape that passed: {stale[0]['call']}: "
+            where = "a shape that passed" if b_pass else "the benchmarked shape"
+            parts.append(f"fails on a repeated call at {where}: {stale[0]['call']}: "
                          f"{stale[0]['reason']}")
     table = sig.pop("shape_table")
     return Diagnosis(summary="; ".join(parts), quantities=sig, details={"shapes": table})

@@ -336,26 +336,79 @@ def _describe_family(name: str) -> str:
     return f"'{name}' ({d})" if d else f"'{name}'"
 
 
-def _conditioning_exponent(ctx: Context, comps: list[Comparison], name: str) -> Optional[float]:
-    """log(error / (u mag)) / log(kappa) on the failing cases, kappa the op's condition
-    number quantity ``name``: about 1 for a stable formulation (layernorm's centring error
-    ~ kappa u), about 2 for E[x^2]-E[x]^2."""
-    u = ctx.claims.accumulate.u
-    vals = []
-    for c in comps:
-        k = c.env.get(name)
-        mag = c.env.get("mag")
-        if k is None or mag is None:
+#: the conditioning fit: a level counts when its error is this many times the floor (the
+#: error at the best-conditioned level), and is below this share of the result (saturated:
+#: the variance, say, is garbage and no longer grows); at least this many levels, spanning
+#: at least this factor in the condition number
+GROWTH_FLOOR_FACTOR = 4.0
+GROWTH_SATURATION = 0.25
+GROWTH_MIN_POINTS = 3
+GROWTH_MIN_SPAN = 8.0
+
+
+def conditioning_growth(ctx: Context, name: str) -> Optional[dict]:
+    """How the kernel's error grows with the op's condition number ``name``, fitted across
+    cases: the op's :meth:`conditioning_sweep` (the same rows at a growing conditioning;
+    layernorm: N(0, 1) plus offsets 1 to 2^14) is run, each level's error measured as the
+    median over rows of the row's largest |out - ref| / mag, and the slope of
+    log(error - floor) against log(kappa) fitted by least squares over the levels where the
+    error stands above its floor and below saturation.  Returns ``exponent`` (None when the
+    evidence is not decisive, ``reason`` says why), the kappa range and the levels; None
+    when the op has no sweep."""
+    from ..check.engine import KernelFailure
+    shape = ctx.shapes()[0]
+    rng = ctx.rng(ctx.op.describe_shape(shape), "conditioning-sweep")
+    sweep = ctx.op.conditioning_sweep(shape, ctx.dtype, rng)
+    if not sweep or isinstance(sweep, Lacks):
+        return None
+    kw = ctx.kwargs()
+    levels = []  # (offset, kappa, error)
+    for offset, inputs in sweep:
+        case = ctx.case(shape, "conditioning-sweep", 0, offset=offset)
+        try:
+            out = ctx.run(inputs, case)
+        except KernelFailure:
+            levels.append((offset, None, math.inf))
             continue
-        err = c.error()
-        kk = np.broadcast_to(k, err.shape)
-        mm = np.broadcast_to(mag, err.shape)
-        ok = np.isfinite(err) & (err > 0) & (kk > 10) & (mm > 0)
-        if ok.sum() < 4:
-            continue
-        rel = err[ok] / (u * mm[ok])
-        vals.append(float(np.median(np.log(rel) / np.log(kk[ok]))))
-    return float(np.median(vals)) if vals else None
+        ref, x = ctx.reference(inputs)
+        with np.errstate(all="ignore"):
+            q = ctx.op.quantities(x, ref, **kw)
+            err = np.abs(np.asarray(out, dtype=np.float64) - ref)
+            rel = err / np.broadcast_to(q["mag"], err.shape)
+            kap = np.broadcast_to(q[name], err.shape)
+        rows = rel.reshape(rel.shape[0], -1) if rel.ndim > 1 else rel.reshape(1, -1)
+        worst = np.where(np.isfinite(rows), rows, np.inf).max(axis=1)
+        levels.append((offset, float(np.median(kap)), float(np.median(worst))))
+    fin = [(o, k, e) for o, k, e in levels if k is not None]
+    out = {"levels": [[round(k, 3), float(f"{e:.3g}")] for _, k, e in fin], "exponent": None,
+           "kappa_range": None, "points": 0, "reason": ""}
+    if len(fin) < GROWTH_MIN_POINTS:
+        out["reason"] = "the kernel failed at most conditioning levels"
+        return out
+    floor = fin[0][2]
+    above = [(k, e) for _, k, e in fin
+             if math.isfinite(e) and e > GROWTH_FLOOR_FACTOR * max(floor, 1e-300)]
+    usable = [(k, e) for k, e in above if e < GROWTH_SATURATION]
+    if not above:
+        out["reason"] = (f"the error does not grow with {name} (it stays within "
+                         f"{GROWTH_FLOOR_FACTOR:g}x of its value at {name} = {fin[0][1]:.3g} "
+                         f"up to {name} = {fin[-1][1]:.3g})")
+        return out
+    if len(usable) < GROWTH_MIN_POINTS or usable[-1][0] / usable[0][0] < GROWTH_MIN_SPAN:
+        first_sat = next((k for k, e in above if not e < GROWTH_SATURATION), None)
+        out["reason"] = (f"too few levels between the error's floor and saturation "
+                         f"({len(usable) or 'none'}"
+                         + (f", spanning {name} {usable[0][0]:.3g} to {usable[-1][0]:.3g}"
+                            if usable else "")
+                         + (f"; the error reaches {GROWTH_SATURATION:g} of the result by "
+                            f"{name} = {first_sat:.3g}" if first_sat is not None else "") + ")")
+        return out
+    lk = np.log([k for k, _ in usable])
+    le = np.log([e - floor for _, e in usable])
+    slope = float(np.polyfit(lk, le, 1)[0])
+    out.update(exponent=slope, kappa_range=[round(usable[0][0], 3), round(usable[-1][0], 3)],
+               points=len(usable))
+    return out
 
 
 @detector("unstable_formulation",
@@ -372,15 +425,24 @@ def unstable_formulation(ctx: Context, evidence) -> Diagnosis:
     extra: dict = {}
     expo = None
     cq = ctx.op.conditioning_quantity
-    if cq and "offset" in failing:
-        expo = _conditioning_exponent(ctx, [c for c in bad if c.case.family == "offset"], cq)
+    growth = conditioning_growth(ctx, cq) if cq and "offset" in failing else None
+    if growth is not None:
+        expo = growth["exponent"]
+        extra[f"{cq}_growth"] = growth
         if expo is not None:
             extra[f"{cq}_exponent"] = round(expo, 2)
     suspected = ctx.op.unstable_formulation(failing, nonfinite, expo) or ""
+    if growth is not None and expo is None and not nonfinite:
+        # the fit is what names a formulation: without it, say so and why
+        suspected = f"inconclusive: {growth['reason']}"
     if not suspected:
         suspected = ("inaccurate on every family: not a stability signature"
                      if not passing else "a formulation that is unstable on "
                      + ", ".join(repr(f) for f in failing))
+    if growth is not None and expo is not None:
+        extra["growth"] = ctx.op.conditioning_growth_kind(expo)
+        lo, hi = growth["kappa_range"]
+        suspected += f" (fitted over {cq} {lo:.3g} to {hi:.3g}, {growth['points']} levels)"
     rate = {f: f"{p}/{t}" for f, (p, t) in fams.items()}
     fail_txt = ", ".join(f"{_describe_family(f)} ({fams[f][0]} of {fams[f][1]} cases pass)"
                          for f in failing)
@@ -444,9 +506,9 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     comps = _comparisons(evidence)
     out_fmt = ctx.op.output_format(ctx.dtype)
     kw = ctx.kwargs()
-    ftz_total = ftz_flushed = nonfinite = 0
-    daz_fail = daz_match = daz_normal_zero = 0
-    in_fail = 0
+    ftz_total = ftz_flushed = ftz_fail = ftz_zero_fail = nonfinite = 0
+    daz_fail = daz_match = daz_normal_zero = daz_normal_match = 0
+    in_fail = mid_fail = mid_zero = 0
     for c in comps:
         o, r = c.out, c.ref
         nonfinite += int(np.count_nonzero(~np.isfinite(o) & np.isfinite(r)))
@@ -454,6 +516,14 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
             subref = is_subnormal(r, out_fmt)
             ftz_total += int(np.count_nonzero(subref))
             ftz_flushed += int(np.count_nonzero(subref & (o == 0)))
+            ftz_fail += int(np.count_nonzero(subref & ~c.ok))
+            ftz_zero_fail += int(np.count_nonzero(subref & ~c.ok & (o == 0)))
+        elif c.case.family == "subnormal-intermediates":
+            # normal results made of subnormal intermediates (attention's probabilities):
+            # a flush of those intermediates returns 0 where a normal number belongs
+            failing = ~c.ok
+            mid_fail += int(np.count_nonzero(failing))
+            mid_zero += int(np.count_nonzero(failing & (o == 0) & (np.abs(r) >= out_fmt.tiny)))
         elif c.case.family == "subnormal-inputs":
             failing = ~c.ok
             in_fail += int(np.count_nonzero(failing))
@@ -471,17 +541,36 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
             daz_match += int(np.count_nonzero(failing & match))
             daz_normal_zero += int(np.count_nonzero(failing & (np.abs(r) >= out_fmt.tiny)
                                                     & (o == 0)))
-    outputs_flushed = ftz_flushed > 0 and ftz_flushed >= 0.5 * ftz_total
-    inputs_flushed = daz_normal_zero > 0 and daz_match >= 0.9 * daz_fail
+            # a normal result (not zero) that equals the zeroed-input oracle: no flush of a
+            # subnormal *result* gives that (attention: q read as 0 makes the scores 0)
+            with np.errstate(invalid="ignore"):
+                daz_normal_match += int(np.count_nonzero(
+                    failing & match & (np.abs(r) >= out_fmt.tiny) & (np.abs(o) >= out_fmt.tiny)))
+    intermediates_flushed = mid_zero > 0 and mid_zero >= 0.5 * mid_fail
+    # most subnormal results zero, or the failing ones zeros (a partial flush: a mode set on
+    # one thread of a multi-threaded kernel flushes the rows that thread computes); only failing
+    # zeros count (a subnormal below half the smallest one rounds to 0 honestly)
+    ftz = ftz_zero_fail > 0 and (ftz_flushed >= 0.5 * ftz_total
+                                 or ftz_zero_fail >= 0.9 * ftz_fail)
+    outputs_flushed = ftz or intermediates_flushed
+    inputs_flushed = (daz_normal_zero > 0 or daz_normal_match > 0) and daz_match >= 0.9 * daz_fail
     inputs_unclear = (not inputs_flushed) and daz_fail > 0 and daz_match >= 0.9 * daz_fail
     parts = []
     if inputs_flushed:
+        what = (f"{daz_normal_zero} of them zeros where a normal number belongs"
+                if daz_normal_zero else f"{daz_normal_match} of them normal numbers")
         parts.append(f"subnormal inputs treated as zero (DAZ): {daz_match} of {daz_fail} "
-                     f"failing outputs equal the oracle with subnormal inputs zeroed, "
-                     f"{daz_normal_zero} of them zeros where a normal number belongs")
-    if outputs_flushed:
+                     f"failing outputs equal the oracle with subnormal inputs zeroed, {what}")
+    if ftz:
+        rest = (f" (the other {ftz_total - ftz_flushed} kept: a partial flush)"
+                if ftz_flushed < 0.5 * ftz_total else "")
         parts.append(f"subnormal outputs flushed to zero (FTZ): {ftz_flushed} of {ftz_total} "
-                     f"subnormal results are 0")
+                     f"subnormal results are 0{rest}")
+    if intermediates_flushed:
+        what = getattr(ctx.op, "subnormal_intermediates", None) or "intermediate results"
+        parts.append(f"subnormal {what} flushed to zero (FTZ): {mid_zero} of {mid_fail} "
+                     f"failing outputs are 0 where the oracle's normal result is made of "
+                     f"subnormal {what}")
     if inputs_unclear and not outputs_flushed:
         parts.append(f"subnormal inputs or their subnormal results flushed to zero: "
                      f"{daz_match} of {daz_fail} failing outputs equal the oracle with "
@@ -502,7 +591,8 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     return Diagnosis(summary="; ".join(parts), quantities={
         "flushed": where, "flushed_outputs": ftz_flushed, "subnormal_outputs": ftz_total,
         "daz_matches": daz_match, "failing_with_subnormal_inputs": daz_fail,
-        "normal_results_zeroed": daz_normal_zero, "nonfinite_outputs": nonfinite})
+        "normal_results_zeroed": daz_normal_zero, "normal_results_as_if_zero": daz_normal_match,
+        "flushed_intermediates": mid_zero, "nonfinite_outputs": nonfinite})
 
 
 # -- C-PRC-04 cast: rounding mode ---------------------------------------------------------------

@@ -65,10 +65,19 @@ def cause_class(f: Finding, dtype: str = "float32") -> str:
     result flushed to zero (an op without a subnormal contract of its own), else its own."""
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][1]
+    if stable_growth(f):
+        return "C-PRC-01"
     if f.cls in ("C-PRC-02", "C-EXC-01", "C-CMP-03", "C-ORD-01", "C-PRC-01") \
             and _worst_flushed(f, dtype):
         return "C-PRC-03"
     return f.cls
+
+
+def stable_growth(f: Finding) -> bool:
+    """A C-PRC-02 finding whose error grows like the condition number itself (fitted across
+    conditioning levels), as a stable formulation's does: the formulation is not the cause,
+    the working precision is (it states C-PRC-01)."""
+    return f.cls == "C-PRC-02" and f.quantities.get("growth") == "linear"
 
 
 def _short(fmt: str) -> str:
@@ -122,6 +131,9 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     opf = operand_format(root)
     if f.cls in ("C-PRC-01", "C-PRC-04") and cause_class(f) in PRECISION_CAUSES:
         return f"{what} costs the precision this contract measures"
+    if stable_growth(f):
+        return (f"the error grows like the condition number, as a stable formulation's does: "
+                f"{what}, not the formulation")
     if f.cls == "C-ORD-01":
         if f.quantities.get("finding") == "distance":
             return (f"a systematic error: the reduction orders agree with each other, all off "
@@ -169,7 +181,7 @@ def _flush_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
 
 
 def _formulation_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
-    if root.cls != "C-PRC-02":
+    if root.cls != "C-PRC-02" or stable_growth(root):
         return None
     if f.cls == "C-EXC-01":
         return ("the unstable formulation overflows or cancels: the exceptional values follow "

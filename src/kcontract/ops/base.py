@@ -45,11 +45,14 @@ capability                 what the op provides                        used by
 ``overflow_inputs``        finite inputs whose results overflow        C-EXC-01
 ``depends_on``             which input elements an output element      C-EXC-01
                            depends on (default: from the symbols)
-``subnormal_inputs``       crafted subnormal probes                    C-PRC-03
+``subnormal_inputs``       crafted subnormal probes (``inputs``,       C-PRC-03
+                           ``outputs``, ``intermediates``)
 ``conversion``             the op is a format conversion               C-PRC-04 (cast)
 ``gather``                 table/indices inputs (:class:`Gather`)      C-EXC-02
 ``unstable_formulation``   the known unstable formulations             C-PRC-02 detector
 ``conditioning_quantity``  the quantity that is a condition number     C-PRC-02 detector
+``conditioning_sweep``     the same rows at a growing condition        C-PRC-02 detector
+                           number (the growth fit across cases)
 =========================  ==========================================  ==================
 """
 from __future__ import annotations
@@ -400,6 +403,24 @@ class Op:
         ``nonfinite`` NaN/Inf outputs where the oracle is finite; ``exponent``: the error's
         growth exponent in :attr:`conditioning_quantity`) points to, or None."""
         return None
+
+    def conditioning_sweep(self, shape: Shape, fmt: Format, rng):
+        """C-PRC-02 detector: ``[(level, inputs), ...]``, the same rows at a growing
+        :attr:`conditioning_quantity` (the best-conditioned first), across which the
+        detector fits how the error grows; :class:`Lacks` when the op has none."""
+        return Lacks("conditioning_sweep", "no conditioning sweep declared")
+
+    @staticmethod
+    def conditioning_growth_kind(exponent: float) -> str:
+        """The fitted growth exponent in the condition number, by what predicts it:
+        ``quadratic`` (about 2: a formulation whose cancellation squares the condition
+        number, E[x²]−E[x]²), ``linear`` (about 1: any stable formulation, its constant set
+        by the working precision), else ``other``."""
+        if 1.6 <= exponent <= 2.6:
+            return "quadratic"
+        if 0.6 <= exponent <= 1.4:
+            return "linear"
+        return "other"
 
     # -- what the op declares --------------------------------------------------------
     def capabilities(self) -> dict[str, bool]:

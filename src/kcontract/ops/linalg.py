@@ -121,6 +121,23 @@ class LinearGelu(Op):
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "w": x["w"], "b": x["b"]}
 
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        """matmul's probes with a zero bias: ``inputs``, subnormal x times w ~ 2^(p-1), whose
+        pre-activations and gelu (about pre / 2) are normal (reading x as zero gives
+        gelu(0) = 0); ``outputs``, x ~ 16 tiny times w ~ 2^-9, whose products, sums and
+        gelu values are subnormal."""
+        fmt = get_format(fmt)
+        shapes = self.input_shapes(shape)
+        sx, sw = shapes["x"], shapes["w"]
+        if kind == "inputs":
+            x = get_family("subnormal")(sx, rng, fmt)
+            w = rng.uniform(1.0, 2.0, sw) * signs(rng, sw) * 2.0 ** (fmt.precision - 1)
+        else:
+            x = rng.uniform(1.0, 2.0, sx) * signs(rng, sx) * fmt.tiny * 2.0 ** 4
+            w = rng.uniform(1.0, 2.0, sw) * signs(rng, sw) * 2.0 ** -9
+        return {"x": self._store(x, fmt.dtype), "w": self._store(w, fmt.dtype),
+                "b": self._store(np.zeros(shapes["b"]), fmt.dtype)}
+
     def fusion_emulations(self, x, dtype, approximation="none", **kw):
         pre = self.preactivation(x)
         declared_tanh = approximation == "tanh"

@@ -122,7 +122,8 @@ def masked_layernorm(x, w, b, eps):
         ref = np.where(present, dev / sd * w + b, 0.0)
         kappa = np.sum(np.abs(xz), axis=-1, keepdims=True) / np.maximum(cnt, 1) / sd
         xhat = np.abs(dev) / sd
-    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat}
+    q = {"mag": np.where(present, np.abs(w) * (1.0 + xhat), 0.0), "kappa": kappa, "xhat": xhat,
+         "rstd": 1.0 / sd}
     return ref, q
 
 
@@ -159,7 +160,9 @@ class LayerNorm(Rowwise):
             xhat = np.abs(x["x"] - mu) / sd
         # kappa: the condition number of centring (mean|x| / std); a stable
         # formulation's error grows like kappa, E[x^2]-E[x]^2 like kappa^2.
-        return {"mag": np.abs(x["weight"]) * (1.0 + xhat), "kappa": kappa, "xhat": xhat}
+        # rstd: 1 / sqrt(var + eps), what an absolute error in the mean is multiplied by.
+        return {"mag": np.abs(x["weight"]) * (1.0 + xhat), "kappa": kappa, "xhat": xhat,
+                "rstd": 1.0 / sd}
 
     def select_rows(self, x, rows):
         return {"x": x["x"][rows], "weight": x["weight"], "bias": x["bias"]}
@@ -176,15 +179,57 @@ class LayerNorm(Rowwise):
     def overflow_inputs(self, shape, dtype, rng):
         return self.generate(shape, dtype, "large", rng)
 
+    def subnormal_inputs(self, shape, fmt, kind, rng):
+        """``inputs``: rows of subnormals (deviations from the mean at the subnormal scale),
+        bias 0: the variance is far below eps, so the results are (x - mean) / sqrt(eps) * w,
+        about 316 |x|, normal numbers; reading x as zero gives 0.  ``outputs``: N(0, 1) rows
+        and weights just above the smallest normal, bias 0: (x - mean) / std * w is
+        subnormal wherever |x - mean| < std tiny / |w|."""
+        fmt = get_format(fmt)
+        R, N = shape["R"], shape["N"]
+        if kind == "inputs":
+            # magnitudes in [tiny / 64, tiny): 316 |x - mean| is normal for most of them
+            x = fmt.tiny * 2.0 ** rng.uniform(-6.0, 0.0, (R, N)) * signs(rng, (R, N))
+            x = np.minimum(np.abs(x), np.nextafter(fmt.tiny, 0)) * np.sign(x)
+            w = 1.0 + 0.25 * rng.standard_normal(N)
+        else:
+            x = rng.standard_normal((R, N))
+            w = fmt.tiny * rng.uniform(1.0, 1.5, N) * signs(rng, N)
+        return {"x": self._store(x, fmt.dtype), "weight": self._store(w, fmt.dtype),
+                "bias": self._store(np.zeros(N), fmt.dtype)}
+
+    def conditioning_sweep(self, shape, fmt, rng):
+        """The same N(0, 1) rows plus a common offset 0, 1, 2, 4, ... (kappa = mean|x| / std
+        grows like the offset), up to 2^14 or where x² would near the format's range."""
+        fmt = get_format(fmt)
+        base = self.generate(shape, fmt, "normal", rng)
+        z = rng.standard_normal((shape["R"], shape["N"]))
+        top = min(2.0 ** 14, float(np.sqrt(float(fmt.max))) / 16)
+        offsets = [0.0] + [2.0 ** j for j in range(0, 15) if 2.0 ** j <= top]
+        return [(c, {"x": self._store(z + c, fmt.dtype), "weight": base["weight"],
+                     "bias": base["bias"]}) for c in offsets]
+
     def unstable_formulation(self, failing, nonfinite, exponent):
         if "offset" in failing:
+            kind = None if exponent is None else self.conditioning_growth_kind(exponent)
+            grows = "" if exponent is None else f"the error grows like kappa^{exponent:.1f} " \
+                                                f"across offsets"
+            if kind == "linear":
+                return (f"not a cancellation in the variance: {grows}, as a stable (two-pass "
+                        f"or Welford) formulation's does (E[x²]−E[x]² would grow like "
+                        f"kappa²), with a larger constant than the declared accumulator "
+                        f"allows: a narrower working precision, not the formulation")
             if nonfinite:
-                return ("variance as E[x²]−E[x]²: cancellation made the variance negative or "
-                        f"zero ({nonfinite} outputs NaN/Inf)")
-            text = "variance as E[x²]−E[x]² (one pass: catastrophic cancellation)"
-            if exponent is not None:
-                text += f"; error grows like kappa^{exponent:.1f} (stable: kappa^1)"
-            return text
+                return ("variance as E[x²]−E[x]²: cancellation made the variance negative "
+                        f"({nonfinite} outputs NaN/Inf; a sum of squares is never negative)"
+                        + (f"; {grows}" if grows else ""))
+            if kind == "quadratic":
+                return (f"variance as E[x²]−E[x]² (one pass): {grows}, as its cancellation "
+                        f"predicts (kappa²; a two-pass or Welford variance grows like kappa)")
+            if kind == "other":
+                return (f"inconclusive: {grows}, neither the kappa² of E[x²]−E[x]² nor the "
+                        f"kappa of a stable formulation")
+            return None
         if "large" in failing:
             return "squares overflow: x² summed without rescaling"
         return None
@@ -201,7 +246,8 @@ OPS = [
             normalised_rows=True, summary="softmax(x): over the last axis"),
     LayerNorm(name="layernorm", inputs=("x", "weight", "bias"), symbols=("R", "N"),
               reduction=("N",), kwargs={"eps": 1e-5}, basic_shape={"R": 16, "N": 512},
-              shape_class=_ROWS, quantity_names=("mag", "kappa", "xhat"), row_inputs=("x",),
+              shape_class=_ROWS, quantity_names=("mag", "kappa", "xhat", "rstd"),
+              row_inputs=("x",),
               reorder_axes={"x": -1, "weight": -1, "bias": -1}, reorder_output_axis=-1,
               conditioning_quantity="kappa",
               summary="layernorm(x, weight, bias, eps=1e-5): over the last axis"),

@@ -2,7 +2,10 @@
 checker errors are errors, contracts out of scope are skipped.
 
 The layout is the one CI systems (Jenkins, GitLab, GitHub test reporters) read:
-``<testsuites><testsuite><properties/><testcase classname= name= time=>``.
+``<testsuites><testsuite><properties/><testcase classname= name= time=>``.  The diagnosis
+rides along as the terminal prints it: the suite's ``<system-out>`` (each primary cause with its
+evidence, the violations it explains folded under it), a ``diagnosis.primary`` property, and
+each failure's role first (``[cause: C-PRC-04]``, ``[follows from prc04-matmul]``).
 """
 from __future__ import annotations
 
@@ -25,6 +28,36 @@ def _clean(text: Any) -> str:
 def failure_text(r: Mapping[str, Any]) -> str:
     """The body of a failure: the terminal's violation block, unindented."""
     return "\n".join(line.strip() for line in violation_lines(r))
+
+
+def diagnosis_text(run: Mapping[str, Any]) -> str:
+    """The run's diagnosis as the terminal and the pytest failure print it: each primary cause
+    with its evidence, the violations it explains folded under it, then the hints."""
+    from ..diagnosis.text import cause_lines
+    return "\n".join(line for _, line in cause_lines(run))
+
+
+def _role_lines(run: Mapping[str, Any], diag, r: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """What a failing test case is in the diagnosis: (a prefix for its message, the lines that
+    open its body).  A primary cause lists the violations that follow from it; an explained
+    violation names the cause it follows from, first."""
+    cid = str(r.get("id", ""))
+    n = len(diag.primary)
+    for i, c in enumerate(diag.primary, 1):
+        if cid not in c.contracts:
+            continue
+        label = f"cause {i} of {n}" if n > 1 else "cause"
+        what = "kernel error" if c.kind == "error" else c.cls
+        lines = [f"diagnosis: {label} ({what})"
+                 + (f", shown by {len(c.contracts)} contracts: {', '.join(c.contracts)}"
+                    if len(c.contracts) > 1 else "")]
+        lines += [f"  ↳ {e.contract} follows from it: {e.reason}" for e in diag.consequences(c)]
+        return f"[{label}: {what}] ", lines
+    e = diag.explained.get(cid)
+    if e is not None:
+        return (f"[follows from {e.by}] ",
+                [f"diagnosis: follows from {e.by} ({e.by_class}): {e.reason}"])
+    return "", []
 
 
 def render_junit(run: Mapping[str, Any]) -> str:
@@ -50,26 +83,38 @@ def render_junit(run: Mapping[str, Any]) -> str:
             ET.SubElement(props, "property", name=key, value=_clean(val))
     for key, val in (run.get("claims") or {}).items():
         ET.SubElement(props, "property", name=f"claim.{key}", value=_clean(val))
+    from ..diagnosis.text import of_run
+    diag = of_run(run)
+    if not diag.empty:
+        ET.SubElement(props, "property", name="diagnosis.primary",
+                      value=_clean(", ".join("kernel error" if c.kind == "error" else c.cls
+                                             for c in diag.primary)))
     for r in rs:
         verdict = str(r.get("verdict", "error"))
         case = ET.SubElement(suite, "testcase", classname=_clean(f"kcontract.{r.get('contract', '')}"),
                              name=_clean(r.get("id", "")),
                              time=f"{as_float(r.get('seconds')) or 0.0:.3f}")
         title = class_name(r.get("contract", ""))
+        prefix, head = _role_lines(run, diag, r) if verdict in ("violation", "error") else ("", [])
+        body = "\n".join(head + [""]) if head else ""
         if verdict == "violation":
-            el = ET.SubElement(case, "failure", message=_clean(r.get("message", "")),
+            el = ET.SubElement(case, "failure", message=_clean(prefix + str(r.get("message", ""))),
                                type=_clean(signature_code(r) or "violation"))
-            el.text = _clean(failure_text(r))
+            el.text = _clean(body + failure_text(r))
         elif verdict == "error":
-            el = ET.SubElement(case, "error", message=_clean(r.get("message", "")),
+            el = ET.SubElement(case, "error", message=_clean(prefix + str(r.get("message", ""))),
                                type=_clean(signature_code(r) or "error"))
             tb = (r.get("details") or {}).get("traceback") if isinstance(r.get("details"), Mapping) else None
-            el.text = _clean(failure_text(r) + (f"\n\n{tb}" if tb else ""))
+            el.text = _clean(body + failure_text(r) + (f"\n\n{tb}" if tb else ""))
         elif verdict == "skipped":
             ET.SubElement(case, "skipped", message=_clean(r.get("message", "")))
         else:
             out = ET.SubElement(case, "system-out")
             out.text = _clean(f"{title}: {r.get('message', '')}"
                               + (f"\ntolerance: {r['tolerance']}" if r.get("tolerance") else ""))
+    if not diag.empty:
+        # the whole diagnosis once, cause first (what CI shows as the suite's output)
+        out = ET.SubElement(suite, "system-out")
+        out.text = _clean(diagnosis_text(run))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -218,8 +218,14 @@ def judge_oob(contract, op, fmt, claims, call: OpCall, raised) -> Optional[Judgm
     labels = {"raise"} if raised is not None else classify_rows(table, idx, call.out)
     declared = getattr(claims.oob, "name", claims.oob)
     declared = str(declared)
-    seen = next((p for p in ("raise", "clamp", "wrap", "zero", "garbage") if p in labels),
-                "garbage")
+    if {"clamp", "wrap"} <= labels:
+        # (index -V, say: clamping and wrapping give the same row; neither is established)
+        seen = "clamp or wrap (the same rows for these ids)"
+    else:
+        seen = next((p for p in ("raise", "clamp", "wrap", "zero", "fill", "garbage")
+                     if p in labels), "garbage")
+        if seen == "fill":
+            seen = "fill (NaN rows)"  # a deterministic fill, not garbage
     ok = oob_conforms(declared, labels)
     what = (f"{bad.size} out-of-range id(s) ({', '.join(sides)}; e.g. {int(bad[0])}): declared "
             f"oob={declared}, observed {seen}" + (f" ({raised})" if raised else ""))

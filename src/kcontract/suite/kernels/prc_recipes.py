@@ -17,6 +17,8 @@ fingerprint does not depend on the order.
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -143,6 +145,47 @@ def matmul_daz_ftz(a, b):
     return matmul_ftz_outputs(a, b)
 
 
+def _daz32(a):
+    return np.where(np.abs(a) < np.finfo(a.dtype).tiny, 0, a).astype(a.dtype)
+
+
+def layernorm_daz(x, weight, bias, eps=1e-5):
+    """Two-pass fp32 layernorm on inputs whose subnormals are read as zero (DAZ, emulated)."""
+    x = _daz32(x)
+    mu = np.mean(x, axis=-1, keepdims=True, dtype=np.float32)
+    d = x - mu
+    var = np.mean(d * d, axis=-1, keepdims=True, dtype=np.float32)
+    return (d / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
+
+
+def _attention64(q, k, v, flush_p=False):
+    q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = np.matmul(q64, np.swapaxes(k64, -1, -2)) / math.sqrt(q.shape[-1])
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    p = e / np.sum(e, axis=-1, keepdims=True)
+    if flush_p:
+        p = np.where(p < np.finfo(q.dtype).tiny, 0.0, p)
+    return np.matmul(p, v64).astype(q.dtype)
+
+
+def attention_daz(q, k, v, causal=False):
+    """Attention in float64 on operands whose subnormals are read as zero (DAZ, emulated)."""
+    return _attention64(_daz32(q), _daz32(k), _daz32(v))
+
+
+def attention_flush_probabilities(q, k, v, causal=False):
+    """Attention in float64 whose probabilities below the smallest normal become zero (an
+    exponential that underflows to zero instead of to a subnormal); results kept."""
+    return _attention64(q, k, v, flush_p=True)
+
+
+def linear_gelu_ftz(x, w, b):
+    """gelu(x @ w + b) in float64, results below the smallest normal stored as zero (FTZ)."""
+    pre = np.matmul(np.asarray(x, np.float64), np.asarray(w, np.float64)) + b.astype(np.float64)
+    y = 0.5 * pre * (1.0 + np.vectorize(math.erf)(pre / math.sqrt(2.0)))
+    return np.where(np.abs(y) < np.finfo(x.dtype).tiny, 0.0, y).astype(x.dtype)
+
+
 def sum_daz(x):
     """Subnormal terms read as zero (DAZ, emulated), exact fp32 sum otherwise."""
     x = np.where(np.abs(x) < _TINY32, np.float32(0), x).astype(x.dtype)
@@ -154,6 +197,55 @@ def layernorm_one_pass_clamped(x, weight, bias, eps=1e-5):
     mu = np.mean(x, axis=-1, keepdims=True, dtype=np.float32)
     var = np.maximum(np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32) - mu * mu, 0)
     return ((x - mu) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
+
+
+def layernorm_two_pass_fp16(x, weight, bias, eps=1e-5):
+    """The stable two-pass formulation, computed in float16 (inputs, statistics and the
+    normalisation): its error grows like kappa, at float16's constant."""
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)
+        mu = np.mean(h, axis=-1, keepdims=True, dtype=np.float16)
+        d = h - mu
+        var = np.mean(d * d, axis=-1, keepdims=True, dtype=np.float16)
+        y = d / np.sqrt(var + np.float16(eps)) * weight.astype(np.float16) + bias.astype(np.float16)
+        return y.astype(x.dtype)
+
+
+def _welford(x, acc):
+    xa = x.astype(acc)
+    mean = np.zeros(x.shape[:-1], acc)
+    m2 = np.zeros(x.shape[:-1], acc)
+    for i in range(x.shape[-1]):
+        delta = xa[..., i] - mean
+        mean = (mean + delta / acc(i + 1)).astype(acc)
+        m2 = (m2 + delta * (xa[..., i] - mean)).astype(acc)
+    return mean[..., None], (m2 / acc(x.shape[-1]))[..., None]
+
+
+def layernorm_welford(x, weight, bias, eps=1e-5):
+    """Welford's one-pass update (mean and centred second moment), in float32: stable."""
+    mean, var = _welford(x, np.float32)
+    return ((x - mean) / np.sqrt(var + np.float32(eps)) * weight + bias).astype(x.dtype)
+
+
+def layernorm_welford_fp16(x, weight, bias, eps=1e-5):
+    """Welford's update with float16 statistics and normalisation: stable, at float16's
+    constant."""
+    with np.errstate(all="ignore"):
+        h = np.float16
+        mean, var = _welford(x.astype(h), h)
+        y = (x.astype(h) - mean) / np.sqrt(var + h(eps)) * weight.astype(h) + bias.astype(h)
+        return y.astype(x.dtype)
+
+
+def layernorm_welford_bf16(x, weight, bias, eps=1e-5):
+    """Welford's update with bfloat16 statistics: stable, at bfloat16's constant."""
+    with np.errstate(all="ignore"):
+        bf = ml_dtypes.bfloat16
+        mean, var = _welford(x.astype(bf), bf)
+        xb = x.astype(bf)
+        y = (xb - mean) / np.sqrt(var + bf(eps)) * weight.astype(bf) + bias.astype(bf)
+        return y.astype(x.dtype)
 
 
 def cast_bf16_round_half_away(x, dtype="bfloat16"):
