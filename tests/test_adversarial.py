@@ -271,3 +271,27 @@ def test_kernelbench_problem_runs_once_in_the_checker(tmp_path, run_cli):
     assert code == 1, out + err  # new_empty is caught
     loads = log.read_text().split()
     assert loads == [str(os.getpid())], loads  # once, in this process; never in a worker
+
+
+def test_after_the_limit_attacks_later_runs_are_unaffected(canary):
+    """A fork bomb and a memory hog stopped by the worker's cgroup leave nothing behind:
+    no process, no cgroup of this checker, and the next checks judge right."""
+    from kcontract.check import limits
+    if not SANDBOXED or not {"memory", "processes"} <= limits.enforceable():
+        pytest.skip("no cgroup can enforce the worker's limits here")
+    for name in ("f7_fork_bomb", "f7_memory_past_cgroup"):
+        c, run = _check(CORPUS / f"{name}.py")
+        assert_caught(CORPUS / f"{name}.py", c, run)
+        assert run.limits["memory"]["enforced"].startswith("cgroup")
+    assert_checker_intact(canary)
+    mounts, mine = limits._mounts(), limits.own_cgroups()
+    for hier in ("memory", "pids"):
+        folder = os.path.join(mounts.get(hier, "/nonexistent"), mine.get(hier, "/").lstrip("/"))
+        if os.path.isdir(folder):
+            left = [d for d in os.listdir(folder) if d.startswith(f"{limits.PREFIX}{os.getpid()}-")]
+            assert not left, left
+    _, run = _check(CORPUS / "honest_blocked.py")
+    assert run.verdict == "conformant", [(r.id, r.message) for r in run.results]
+    assert run.limits["processes"]["limit"] == limits.DEFAULT_PROCESSES  # the attack's 64 is gone
+    c, run = _check(CORPUS / "constant_output.py")
+    assert_caught(CORPUS / "constant_output.py", c, run)

@@ -280,6 +280,8 @@ def test_a_helper_hidden_from_the_workers_report_is_still_listed(tmp_path):
     paths = [m["path"] for m in cert["modules"]]
     assert str(pkg / "hidden_helper.py") in paths, paths
     assert str(so) in paths, paths
+    assert "enforced" in cert["limits"]["memory"] and cert["fp_state"] in ("checker (ptrace)",
+                                                                       "worker-reported")
     p = tmp_path / "c.json"
     p.write_text(json.dumps(cert))
     assert verify_certificate(str(p)).ok

@@ -749,10 +749,11 @@ class KernelProcess:
         if status in ("crashed", "timeout", "tampered"):
             self.close()
         files = [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
-        # the worker's report, and what the checker finds itself: the kernel's source
-        # tree and the shared objects mapped in its workers
-        return module_files(list(dict.fromkeys(files + source_tree(self.kernel)
-                                               + sorted(self.mapped))))
+        # what the checker finds itself (the kernel's source tree, the shared objects
+        # mapped in its workers) first, so that no report, however long, crowds it out;
+        # then the worker's report
+        return module_files(list(dict.fromkeys(source_tree(self.kernel) + sorted(self.mapped)
+                                               + files)))
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
              timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
