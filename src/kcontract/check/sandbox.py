@@ -646,7 +646,10 @@ class KernelProcess:
             return
         if not self.fp_state:
             self.fp_state = "checker (ptrace)"
-        changes = fpstate.changed(threads)
+        # the calling thread's registers: what the kernel's callers share.  Threads the kernel
+        # or its framework runs its own work on (XLA's pool sets flush-to-zero in its threads)
+        # are that work's numerics, which the contracts judge on the outputs (C-PRC-03)
+        changes = fpstate.changed({pid: threads[pid]})
         if changes:
             res.flags.append("state:fp-control " + "; ".join(changes[:4]))
             self.close()  # never reuse a worker whose numerics the kernel changed
