@@ -216,7 +216,7 @@ def test_ftz_with_its_reporting_rebound_needs_the_parents_read(monkeypatch):
     codes = [(r.signature or {}).get("code") for r in run.results]
     assert codes == ["integrity.state"], codes
     assert "flush-to-zero" in run.results[0].message
-    monkeypatch.setattr(fpstate, "read_threads", lambda pid: None)
+    monkeypatch.setattr(fpstate, "read_threads", lambda pid, only=None: None)
     blind = check(spec, op="matmul", dtype="float32", classes=["C-PRC-01"])
     assert blind.fp_state == "worker-reported"
     assert [(r.signature or {}).get("code") for r in blind.results] != ["integrity.state"]

@@ -3,7 +3,8 @@
 Flush-to-zero, denormals-are-zero and the rounding mode are per-thread CPU registers
 (MXCSR and the x87 control word on x86-64, FPCR on AArch64).  The worker can report
 them, but the kernel owns the worker's code and can rebind what reports them; this
-module reads them from the parent instead: each thread of the worker is attached with
+module reads them from the parent instead: a thread of the worker (the checker reads the
+calling thread, whose state the kernel's callers share) is attached with
 ``PTRACE_SEIZE``, stopped with ``PTRACE_INTERRUPT``, its floating-point registers read
 (``PTRACE_GETFPREGS`` / ``PTRACE_GETREGSET`` with ``NT_PRFPREG``) and released, at a
 moment when the worker waits for the checker's next request.  Only the control bits
@@ -19,7 +20,7 @@ import ctypes
 import errno
 import os
 import platform
-from typing import Optional
+from typing import Optional, Sequence
 
 PTRACE_GETFPREGS = 14
 PTRACE_DETACH = 17
@@ -99,15 +100,19 @@ def _read_thread(tid: int) -> Optional[dict]:
         lib.ptrace(PTRACE_DETACH, tid, None, None)
 
 
-def read_threads(pid: int) -> Optional[dict]:
-    """``{tid: {register: value}}`` for every thread of process ``pid``, or None when this
-    process cannot read them (unsupported platform, no rights, the process is gone)."""
+def read_threads(pid: int, only: Optional[Sequence[int]] = None) -> Optional[dict]:
+    """``{tid: {register: value}}`` for every thread of process ``pid`` (or for the threads
+    ``only`` names), or None when this process cannot read them (unsupported platform, no
+    rights, the process is gone)."""
     if not supported():
         return None
-    try:
-        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
-    except OSError:
-        return None
+    if only is not None:
+        tids = sorted(only)
+    else:
+        try:
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+        except OSError:
+            return None
     out = {}
     for tid in tids:
         regs = _read_thread(tid)

@@ -304,19 +304,25 @@ SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/etc/", 
 
 
 def spec_file(spec: str) -> Optional[str]:
-    """The source file a kernel spec names, found without importing anything (a module
-    spec is looked up on this process's ``sys.path`` the way ``import`` would, without
-    running any package's ``__init__``)."""
-    import importlib.machinery
+    """The source file a kernel spec names, found without importing anything."""
     from .worker import is_path_spec
     target = spec.rpartition(":")[0]
     if not target:
         return None
     if is_path_spec(target):
         return os.path.abspath(target) if os.path.isfile(target) else None
+    return find_module_file(target)
+
+
+def find_module_file(dotted: str) -> Optional[str]:
+    """The file of module ``dotted``, looked up on this process's ``sys.path`` the way
+    ``import`` would, without importing anything (``importlib.util.find_spec`` would run
+    the parent packages' ``__init__``: kernel code)."""
+    import importlib.machinery
     locations, found = None, None
-    for i, _ in enumerate(target.split(".")):
-        name = ".".join(target.split(".")[:i + 1])
+    parts = dotted.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[:i + 1])
         try:
             found = importlib.machinery.PathFinder.find_spec(
                 name, locations if locations is not None else [os.getcwd()] + sys.path)
@@ -630,7 +636,10 @@ class KernelProcess:
         worker reports: a change is the flag ``state:fp-control``.  Where they cannot be
         read, the worker's own report is all there is (:attr:`fp_state` says so)."""
         pid = self.worker_pid()
-        threads = fpstate.read_threads(pid) if pid is not None else None
+        # the calling thread's registers: what the kernel's callers share.  Threads the kernel
+        # or its framework runs its own work on (XLA's pool sets flush-to-zero in its threads)
+        # are that work's numerics, which the contracts judge on the outputs (C-PRC-03)
+        threads = fpstate.read_threads(pid, only=(pid,)) if pid is not None else None
         if threads is None:
             other = fpstate.tracer(pid) if pid is not None else 0
             if other and self.proc is not None and fpstate.descends_from(other, self.proc.pid):
@@ -646,10 +655,7 @@ class KernelProcess:
             return
         if not self.fp_state:
             self.fp_state = "checker (ptrace)"
-        # the calling thread's registers: what the kernel's callers share.  Threads the kernel
-        # or its framework runs its own work on (XLA's pool sets flush-to-zero in its threads)
-        # are that work's numerics, which the contracts judge on the outputs (C-PRC-03)
-        changes = fpstate.changed({pid: threads[pid]})
+        changes = fpstate.changed(threads)
         if changes:
             res.flags.append("state:fp-control " + "; ".join(changes[:4]))
             self.close()  # never reuse a worker whose numerics the kernel changed

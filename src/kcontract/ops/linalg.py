@@ -80,14 +80,21 @@ class MatMul(Op):
     def subnormal_inputs(self, shape, fmt, kind, rng):
         fmt = get_format(fmt)
         shapes = self.input_shapes(shape)
-        sa, sb = shapes["a"], shapes["b"]
-        if kind == "inputs":
-            a = get_family("subnormal")(sa, rng, fmt)
-            b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** (fmt.precision - 1)
-        else:
-            a = rng.uniform(1.0, 2.0, sa) * signs(rng, sa) * fmt.tiny * 2.0 ** 4
-            b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** -9
+        a, b = subnormal_operands(shapes["a"], shapes["b"], fmt, kind, rng)
         return {"a": self._store(a, fmt.dtype), "b": self._store(b, fmt.dtype)}
+
+
+def subnormal_operands(sa, sb, fmt, kind, rng):
+    """A product's subnormal probes, ``(a, b)`` of shapes ``sa``, ``sb``: ``inputs``,
+    subnormal a times b ~ 2^(p-1), whose products are normal (reading a as zero gives 0);
+    ``outputs``, a ~ 16 tiny times b ~ 2^-9, whose products and sums are subnormal."""
+    if kind == "inputs":
+        a = get_family("subnormal")(sa, rng, fmt)
+        b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** (fmt.precision - 1)
+    else:
+        a = rng.uniform(1.0, 2.0, sa) * signs(rng, sa) * fmt.tiny * 2.0 ** 4
+        b = rng.uniform(1.0, 2.0, sb) * signs(rng, sb) * 2.0 ** -9
+    return a, b
 
 
 def _zero_bias(call):
@@ -128,13 +135,7 @@ class LinearGelu(Op):
         gelu values are subnormal."""
         fmt = get_format(fmt)
         shapes = self.input_shapes(shape)
-        sx, sw = shapes["x"], shapes["w"]
-        if kind == "inputs":
-            x = get_family("subnormal")(sx, rng, fmt)
-            w = rng.uniform(1.0, 2.0, sw) * signs(rng, sw) * 2.0 ** (fmt.precision - 1)
-        else:
-            x = rng.uniform(1.0, 2.0, sx) * signs(rng, sx) * fmt.tiny * 2.0 ** 4
-            w = rng.uniform(1.0, 2.0, sw) * signs(rng, sw) * 2.0 ** -9
+        x, w = subnormal_operands(shapes["x"], shapes["w"], fmt, kind, rng)
         return {"x": self._store(x, fmt.dtype), "w": self._store(w, fmt.dtype),
                 "b": self._store(np.zeros(shapes["b"]), fmt.dtype)}
 

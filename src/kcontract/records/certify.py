@@ -46,16 +46,15 @@ sandbox, with a fresh secret seed unless ``same_seed``.
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
 import json
 import os
 import secrets
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
 from .. import __version__
+from ..check.sandbox import find_module_file
 from ..check.verdict import jsonable
 from ..check.worker import is_path_spec, source_sha256
 from ..errors import UsageError
@@ -238,27 +237,6 @@ def kernel_source(spec: str, cert_dir: str = "", file_hint: str = "") -> Optiona
     return find_module_file(target)
 
 
-def find_module_file(dotted: str) -> Optional[str]:
-    """The file of module ``dotted`` on ``sys.path``, found without importing anything
-    (``importlib.util.find_spec`` would run the parent packages' ``__init__``: kernel
-    code)."""
-    locations = None
-    found = None
-    parts = dotted.split(".")
-    for i in range(len(parts)):
-        name = ".".join(parts[:i + 1])
-        try:
-            found = importlib.machinery.PathFinder.find_spec(
-                name, locations if locations is not None else [os.getcwd()] + sys.path)
-        except (ImportError, ValueError, OSError):
-            return None
-        if found is None:
-            return None
-        locations = list(found.submodule_search_locations or [])
-    origin = getattr(found, "origin", None) if found else None
-    return origin if origin and os.path.isfile(origin) else None
-
-
 def level_of(cert: Mapping[str, Any]) -> int:
     try:
         return int(cert.get("level", 0) or 0)
@@ -389,6 +367,6 @@ def _rerun(cert: Mapping[str, Any], ver: Verification, spec: str, timeout: float
                                                f"machine ({'the certified' if same_seed else 'a fresh secret'} seed)"))
 
 
-__all__ = ["seal", "find_module_file", "LEVELS", "LEVEL_NAMES", "CERT_SCHEMA", "certify", "write_certificate",
+__all__ = ["seal", "LEVELS", "LEVEL_NAMES", "CERT_SCHEMA", "certify", "write_certificate",
            "load_certificate", "verify_certificate", "content_hash", "canonical_bytes",
            "achieved_level", "Verification", "Check", "level_classes"]
