@@ -470,8 +470,6 @@ class ReferenceKernel:
     out-of-range indices): the best-behaved kernel there is.  Used to tell a failure of
     the checker from a failure the kernel's values cause (:func:`blame`)."""
 
-    sandbox_name = "reference"
-
     def __init__(self, op: Op, dtype: Format):
         self.op, self.dtype = op, dtype
         self.ctx: Optional[Context] = None
@@ -487,13 +485,15 @@ class ReferenceKernel:
         return CallResult(status="ok", out=out)
 
 
-def blame(run_protocol: Callable[[Any], Any], make_context: Callable[[Any], Context]) -> bool:
+def blame(run_protocol: Callable[[Any], Any], make_context: Callable[[Any], Context],
+          op: Op, dtype: Format) -> bool:
     """Whether a protocol that raised while judging a kernel failed because of the
     kernel's values: True when the same protocol, run with :class:`ReferenceKernel` as the
-    kernel, completes (any verdict).  When it fails there too, the checker is at fault."""
+    kernel (``make_context(kernel)`` builds its context), completes (any verdict).  When it
+    fails there too, the checker is at fault."""
+    kernel = ReferenceKernel(op, dtype)
     try:
-        ctx = make_context(lambda op, dtype: ReferenceKernel(op, dtype))
-        ctx.kernel.ctx = ctx
+        ctx = kernel.ctx = make_context(kernel)
         with np.errstate(all="ignore"):
             run_protocol(ctx)
     except KernelFailure:

@@ -109,10 +109,7 @@ def read_threads(pid: int, only: Optional[Sequence[int]] = None) -> Optional[dic
     if only is not None:
         tids = sorted(only)
     else:
-        try:
-            tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
-        except OSError:
-            return None
+        tids = sorted(_tasks(pid))
     out = {}
     for tid in tids:
         regs = _read_thread(tid)
@@ -164,16 +161,22 @@ def _explain(name: str, value: int) -> str:
     return f" ({', '.join(what)})" if what else ""
 
 
-def tracer(pid: int) -> int:
-    """The pid of the process tracing ``pid`` (0: none), from ``/proc/<pid>/status``."""
+def _status(pid: int, key: str) -> list:
+    """The fields of line ``key:`` of ``/proc/<pid>/status`` ([] when there is none)."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("TracerPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
+                if line.startswith(key + ":"):
+                    return line.split()[1:]
+    except OSError:
         pass
-    return 0
+    return []
+
+
+def tracer(pid: int) -> int:
+    """The pid of the process tracing ``pid`` (0: none), from ``/proc/<pid>/status``."""
+    field = _status(pid, "TracerPid")
+    return int(field[0]) if field and field[0].isdigit() else 0
 
 
 def descends_from(pid: int, ancestor: int) -> bool:
@@ -211,7 +214,8 @@ def worker_pid(outer: int, sandboxed: bool) -> Optional[int]:
             except OSError:
                 kids = []
             for k in kids:
-                if _nspid(k)[-1:] == [2] and len(_nspid(k)) >= 2:
+                ns = _nspid(k)
+                if len(ns) >= 2 and ns[-1] == 2:
                     return k
                 frontier.append(k)
         if len(seen) > 64:
@@ -228,10 +232,6 @@ def _tasks(pid: int) -> list:
 
 def _nspid(pid: int) -> list:
     try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("NSpid:"):
-                    return [int(v) for v in line.split()[1:]]
-    except (OSError, ValueError):
-        pass
-    return []
+        return [int(v) for v in _status(pid, "NSpid")]
+    except ValueError:
+        return []

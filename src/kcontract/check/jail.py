@@ -41,7 +41,6 @@ ENV_VAR = "KCONTRACT_SANDBOX"
 #: a cgroup where one can be made (``RLIMIT_NPROC`` does not bind root)
 CPU_SECONDS = 3600
 OPEN_FILES = 1024
-PROCESSES = 4096
 UID = GID = 65534
 
 
@@ -68,7 +67,7 @@ class Sandbox:
         cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(UID), "--gid",
                str(GID), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                "--ro-bind", "/", "/", "--proc", "/proc"]
-        if device in ("cpu", "", None):
+        if not accelerator(device):
             cmd += ["--dev", "/dev"]
         else:  # an accelerator needs its device nodes
             cmd += ["--dev-bind", "/dev", "/dev"]
@@ -81,17 +80,15 @@ class Sandbox:
         return cmd + list(argv)
 
     def preexec(self, device: str = "cpu", *, join: tuple = (), memory: Optional[int] = None,
-                memory_by_cgroup: bool = False):
+                memory_by_cgroup: bool = False, processes: Optional[int] = None):
         """A function run in the child before ``exec``: join the worker's cgroups (the
         ``cgroup.procs`` files in ``join``; the parent checks afterwards that it did) and
         set the resource limits.  ``memory``: the worker's memory limit in bytes (None:
-        none); as an address-space limit it is the only memory bound where no cgroup
-        enforces one (``memory_by_cgroup`` False), and twice the cgroup's limit otherwise
-        (a backstop: address space is not memory)."""
+        none), as an address-space limit where :func:`address_limit` gives one;
+        ``processes``: ``RLIMIT_NPROC`` (which binds every user but root)."""
         if not self.isolated:
             return None
-        accel = device not in ("cpu", "", None)
-        address = None if memory is None else (2 * memory if memory_by_cgroup else memory)
+        address = address_limit(device, memory, memory_by_cgroup)
         procs = [p.encode() for p in join]
 
         def limit():
@@ -107,13 +104,30 @@ class Sandbox:
             _set(resource.RLIMIT_CORE, 0)
             _set(resource.RLIMIT_NOFILE, OPEN_FILES)
             _set(resource.RLIMIT_CPU, CPU_SECONDS)
-            _set(resource.RLIMIT_NPROC, PROCESSES)
-            if address is not None and not accel:  # a GPU driver maps far more than it uses
+            if processes is not None:
+                _set(resource.RLIMIT_NPROC, processes)
+            if address is not None:
                 _set(resource.RLIMIT_AS, address)
         return limit
 
     def scratch(self) -> tempfile.TemporaryDirectory:
         return tempfile.TemporaryDirectory(prefix="kcontract-scratch-")
+
+
+def accelerator(device: Optional[str]) -> bool:
+    """Whether the worker runs on an accelerator (it needs the device nodes, and its driver
+    maps far more address space than it uses)."""
+    return device not in ("cpu", "", None)
+
+
+def address_limit(device: Optional[str], memory: Optional[int],
+                  memory_by_cgroup: bool) -> Optional[int]:
+    """The worker's address-space limit: the memory limit itself where no cgroup enforces
+    one, twice it otherwise (a backstop: address space is not memory); none on an
+    accelerator or without a memory limit."""
+    if memory is None or accelerator(device):
+        return None
+    return 2 * memory if memory_by_cgroup else memory
 
 
 def _set(which: int, value: int) -> None:

@@ -1,6 +1,7 @@
 """Run a kernel against contracts: the API behind ``kcontract check``."""
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
@@ -14,7 +15,7 @@ from ..language.registry import detectors, protocols
 from ..ops import get_op, op_reference
 from .engine import Context, KernelFailure, blame, reproduce_command
 from .sandbox import InProcessKernel, KernelLoadError, KernelProcess
-from .verdict import ContractResult, RunResult, Status, Violation
+from .verdict import ContractResult, RunResult, Status
 
 
 def select_contracts(op, dtype: str, framework: str,
@@ -156,42 +157,34 @@ def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, rep
         return ContractResult(contract=contract.cls, id=contract.id, verdict=Status.SKIPPED,
                               message=why, reproduce=repro)
     spec, det, oracle = resolve(contract)
-    ctx = Context(contract, op_obj, fmt, claims, handle, framework=framework, device=device,
-                  seed=seed, reproduce=repro, progress=tick, protocol_spec=spec, detector=det,
-                  oracle=oracle)
+    make = functools.partial(Context, contract, op_obj, fmt, claims, framework=framework,
+                             device=device, seed=seed, reproduce=repro, protocol_spec=spec,
+                             detector=det, oracle=oracle)
+    ctx = make(handle, progress=tick)
+
+    def error(code, message, case=None, **kw):
+        return ctx.result(Status.ERROR, message=message, violation=ctx.violation(
+            None, code=code, message=message, case=case), **kw)
     try:
         res = _protocol_run(spec, ctx, timings)
     except KernelFailure as fail:
-        v = Violation(contract_id=contract.id, contract_class=contract.cls, case=fail.case,
-                      code=fail.code, message=fail.message, reproduce=repro)
-        res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
-                             message=fail.message, tolerance=ctx.tolerance_text(), violation=v,
-                             signature={"code": fail.code}, cases=ctx.cases, reproduce=repro)
+        res = error(fail.code, fail.message, fail.case)
     except (ContractError, UsageError):
         raise
     except Exception as exc:
         import traceback
-        tb = traceback.format_exc(limit=6)
-        if blame(spec.run, lambda kernel_for: Context(
-                contract, op_obj, fmt, claims, kernel_for(op_obj, fmt), framework=framework,
-                device=device, seed=seed, reproduce=repro, protocol_spec=spec, detector=det,
-                oracle=oracle)):
+        tb = {"traceback": traceback.format_exc(limit=6)}
+        if blame(spec.run, make, op_obj, fmt):
             # the same judging completes with the reference as the output: the kernel's
             # values made it fail, so it is the kernel's verdict
-            msg = (f"the kernel's output could not be judged: {type(exc).__name__}: {exc} "
-                   f"(the same judging completes when the output is the reference)")
-            v = Violation(contract_id=contract.id, contract_class=contract.cls, case=None,
-                          code="kernel.unjudgeable-output", message=msg, reproduce=repro)
-            res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
-                                 message=msg, violation=v,
-                                 signature={"code": "kernel.unjudgeable-output"},
-                                 cases=ctx.cases, reproduce=repro, details={"traceback": tb})
+            res = error("kernel.unjudgeable-output",
+                        f"the kernel's output could not be judged: {type(exc).__name__}: "
+                        f"{exc} (the same judging completes when the output is the reference)",
+                        details=tb)
         else:  # a bug of ours: say so, keep going
-            res = ContractResult(contract=contract.cls, id=contract.id, verdict=Status.ERROR,
-                                 message=f"internal kcontract error (a bug in the checker, not "
-                                         f"in your kernel): {type(exc).__name__}: {exc}",
-                                 signature={"code": "checker.bug"}, cases=ctx.cases,
-                                 reproduce=repro, details={"traceback": tb})
+            res = ctx.result(Status.ERROR, signature={"code": "checker.bug"}, details=tb,
+                             message=f"internal kcontract error (a bug in the checker, not "
+                                     f"in your kernel): {type(exc).__name__}: {exc}")
     if res.seconds == 0.0:
         res = _with_seconds(res, time.perf_counter() - t0)
     return res

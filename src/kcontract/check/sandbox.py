@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import fpstate
-from .jail import CPU_SECONDS, OPEN_FILES, PROCESSES, Sandbox, detect, hidden_folders
+from .jail import CPU_SECONDS, OPEN_FILES, Sandbox, address_limit, detect, hidden_folders
 from .limits import WorkerCgroup
 
 DEFAULT_TIMEOUT = 60.0
@@ -494,7 +494,8 @@ class KernelProcess:
             self.cgroup = WorkerCgroup()
             preexec = self.sandbox.preexec(self.device, join=self.cgroup.join,
                                            memory=self.cgroup.limits.get("memory"),
-                                           memory_by_cgroup="memory" in self.cgroup.how)
+                                           memory_by_cgroup="memory" in self.cgroup.how,
+                                           processes=self.cgroup.limits.get("processes"))
         self.proc = subprocess.Popen(
             argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             env=env, start_new_session=True, preexec_fn=preexec)
@@ -514,11 +515,11 @@ class KernelProcess:
                                                        "open_files")}
         rec = self.cgroup.record() if self.cgroup is not None else {}
         mem = rec.get("memory", {})
-        if mem.get("enforced") == "no" and mem.get("limit") and self.device in ("cpu", ""):
+        if mem.get("enforced") == "no" and address_limit(self.device, mem.get("limit"), False):
             mem.update(enforced="rlimit (address space)", why=mem.get("why", ""))
         procs = rec.get("processes", {})
-        if procs.get("enforced") == "no" and os.geteuid() != 0:  # root ignores RLIMIT_NPROC
-            procs.update(enforced="rlimit (per user)", limit=PROCESSES)
+        if procs.get("enforced") == "no" and procs.get("limit") and os.geteuid() != 0:
+            procs.update(enforced="rlimit (per user)")  # root ignores RLIMIT_NPROC
         rec["cpu_seconds"] = {"limit": CPU_SECONDS, "enforced": "rlimit"}
         rec["open_files"] = {"limit": OPEN_FILES, "enforced": "rlimit"}
         return rec
@@ -565,7 +566,12 @@ class KernelProcess:
     def reload(self, kernel: str) -> dict:
         """Load another kernel into the running worker (a fresh one if it has died):
         saves the process start when many trusted kernels are checked in a row
-        (calibration).  The worker is still replaced after any crash or tampering."""
+        (calibration).  The worker is still replaced after any crash or tampering.  What
+        the handle found about the previous kernel (mapped files, who read the FP state)
+        is the previous run's, and is forgotten."""
+        if kernel != self.kernel:
+            self.mapped.clear()
+            self.fp_state = ""
         self.kernel = kernel
         return self.info if self.ensure_alive() else self._load()
 
@@ -805,6 +811,10 @@ class KernelProcess:
             count = 1
         else:
             return None
+        # a kernel that caches returns its first output at these shapes, one that reuses
+        # memory its last: remembering those two keeps the burst's cost one call's.
+        # (Shuffled inputs equal to the real ones -- one element, or all alike -- are the
+        # real call's inputs: the same output then is no sign of a stale one.)
         t_end = time.monotonic() + DECOY_SECONDS
         last = None
         for i in range(count):
@@ -813,18 +823,14 @@ class KernelProcess:
                                         "layout": layout}, timeout)
             if any(f.startswith(TAMPERING) for f in res.flags) or res.status in LIMIT_STATUSES:
                 return res
-            if res.ok and isinstance(res.out, np.ndarray) and _differs(fake, args):
-                # a kernel that caches returns its first output at these shapes, one that
-                # reuses memory its last: hashing those two keeps the burst's cost one call's.
-                # (Shuffled inputs equal to the real ones -- one element, or all alike -- are
-                # the real call's inputs: the same output then is no sign of a stale one.)
-                if i == 0:
+            if res.ok and isinstance(res.out, np.ndarray):
+                if i == 0 and _differs(fake, args):
                     self._remember_decoy(res.out)
-                last = res.out
+                last = (fake, res.out)
             if not res.ok or self.proc is None or time.monotonic() > t_end:
                 break  # a failing decoy: the real call shows the failure itself
-        if last is not None and count > 1:
-            self._remember_decoy(last)
+        if last is not None and count > 1 and _differs(last[0], args):
+            self._remember_decoy(last[1])
         return None
 
     def _remember_decoy(self, out: np.ndarray) -> None:
