@@ -397,3 +397,30 @@ def test_html_plots_the_recovered_recipe_beside_each_design():
     # a run without one draws none
     assert ("prc01-matmul", "recipe-sweep") not in {
         (f["contract"], f["kind"]) for f in figures(render_html(make_run(True)))}
+
+
+def test_terminal_names_limits_no_cgroup_enforces(run):
+    """A sandboxed run whose memory limit nothing enforced says so under the verdict, with
+    the reason; limits that are enforced, or a run without the sandbox, print no such line."""
+    import io
+    from rich.console import Console
+    from kcontract.cli.render import print_run
+
+    def printed(data):
+        buf = io.StringIO()
+        print_run(data, Console(file=buf, width=200))
+        return buf.getvalue()
+
+    data = json.loads(json.dumps(run))
+    data["sandbox"] = "bubblewrap"
+    data["limits"] = {"memory": {"limit": 1 << 30, "enforced": "no",
+                                 "why": "no writable cgroup hierarchy"},
+                      "processes": {"limit": 4096, "enforced": "cgroup v1"}}
+    out = printed(data)
+    assert "limits not enforced: memory (no writable cgroup hierarchy)" in out
+    assert "processes" not in out.split("limits not enforced:")[1]
+    data["limits"]["memory"]["enforced"] = "cgroup v1"
+    assert "limits not enforced" not in printed(data)
+    data["limits"]["memory"]["enforced"] = "no"
+    data["sandbox"] = "none"
+    assert "limits not enforced" not in printed(data)

@@ -29,7 +29,7 @@ import signal
 import sys
 import time
 import uuid
-from typing import Optional
+from typing import NamedTuple, Optional
 
 ENV_MEMORY = "KCONTRACT_WORKER_MEMORY"
 ENV_PROCESSES = "KCONTRACT_WORKER_PROCESSES"
@@ -153,10 +153,21 @@ def configured() -> dict:
     return out
 
 
-#: per controller: (v1 hierarchy, limit file, v2 limit file, v1 event file, event key)
-CONTROLLERS = {"memory": ("memory", "memory.limit_in_bytes", "memory.max",
-                          "memory.oom_control", "oom_kill"),
-               "processes": ("pids", "pids.max", "pids.max", "pids.events", "max")}
+class Controller(NamedTuple):
+    """Where one limit lives in each cgroup layout, and the counter that says it was hit."""
+    hierarchy: str    # the v1 hierarchy
+    v1_limit: str
+    v2_limit: str
+    v1_events: str
+    v2_events: str
+    key: str          # the events file's counter of hits
+
+
+CONTROLLERS = {
+    "memory": Controller("memory", "memory.limit_in_bytes", "memory.max",
+                         "memory.oom_control", "memory.events", "oom_kill"),
+    "processes": Controller("pids", "pids.max", "pids.max", "pids.events", "pids.events", "max"),
+}
 
 
 def _write(path: str, text: str) -> None:
@@ -226,7 +237,7 @@ class WorkerCgroup:
         for c in wanted:
             if c in self.how:
                 continue
-            hier = CONTROLLERS[c][0]
+            hier = CONTROLLERS[c].hierarchy
             if hier not in mounts or hier not in mine:
                 self.why.setdefault(c, f"no {hier} controller mounted (v1) or delegated (v2)")
                 continue
@@ -235,7 +246,7 @@ class WorkerCgroup:
             try:
                 _sweep(parent)
                 os.mkdir(path)
-                _write(os.path.join(path, CONTROLLERS[c][1]), str(self.limits[c]))
+                _write(os.path.join(path, CONTROLLERS[c].v1_limit), str(self.limits[c]))
                 if c == "memory":  # no swap to escape into, where swap is accounted
                     try:
                         _write(os.path.join(path, "memory.memsw.limit_in_bytes"),
@@ -258,7 +269,7 @@ class WorkerCgroup:
             return None
         parent = os.path.join(mounts["v2"], mine[""].lstrip("/"))
         have = set(_read(os.path.join(parent, "cgroup.controllers")).split())
-        need = {CONTROLLERS[c][0] for c in wanted} & have
+        need = {CONTROLLERS[c].hierarchy for c in wanted} & have
         if not need:
             return None
         enabled = set(_read(os.path.join(parent, "cgroup.subtree_control")).split())
@@ -275,10 +286,10 @@ class WorkerCgroup:
             return None
         got = set(_read(os.path.join(path, "cgroup.controllers")).split())
         for c in wanted:
-            if CONTROLLERS[c][0] not in got:
+            if CONTROLLERS[c].hierarchy not in got:
                 continue
             try:
-                _write(os.path.join(path, CONTROLLERS[c][2]), str(self.limits[c]))
+                _write(os.path.join(path, CONTROLLERS[c].v2_limit), str(self.limits[c]))
                 if c == "memory":
                     try:
                         _write(os.path.join(path, "memory.swap.max"), "0")
@@ -301,7 +312,7 @@ class WorkerCgroup:
         theirs = own_cgroups(str(pid))
         mounts = _mounts()
         for c, d in list(self.dirs.items()):
-            key = "" if self.how.get(c) == "cgroup v2" else CONTROLLERS[c][0]
+            key = "" if self.how.get(c) == "cgroup v2" else CONTROLLERS[c].hierarchy
             root = mounts.get("v2" if key == "" else key, "")
             where = os.path.join(root, theirs.get(key, "?").lstrip("/")).rstrip("/")
             if where != d.rstrip("/"):
@@ -313,12 +324,9 @@ class WorkerCgroup:
     def _counters(self) -> dict:
         out = {}
         for c, d in self.dirs.items():
-            v1 = self.how.get(c) == "cgroup v1"
-            if c == "memory":
-                f = os.path.join(d, "memory.oom_control" if v1 else "memory.events")
-            else:
-                f = os.path.join(d, "pids.events")
-            out[c] = _counter(f, CONTROLLERS[c][4])
+            ctl = CONTROLLERS[c]
+            events = ctl.v1_events if self.how.get(c) == "cgroup v1" else ctl.v2_events
+            out[c] = _counter(os.path.join(d, events), ctl.key)
         return out
 
     def events(self) -> list:
