@@ -24,6 +24,28 @@ KERNEL = textwrap.dedent('''
 ''')
 
 
+def fp_read_seconds():
+    """The parent's read of a worker's FP control registers, as the checker makes it after
+    every judged call, timed on a plain child process (None where it cannot read)."""
+    import subprocess
+    from kcontract.check import fpstate
+    if not fpstate.supported():
+        return None
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    try:
+        times = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            if fpstate.read_threads(child.pid, only=(child.pid,)) is None:
+                return None
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        child.stdin.close()
+        child.wait()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=3)
@@ -65,6 +87,10 @@ def main() -> int:
           f"difference {extra:+6.2f} s per check   target <= +0.30 s: "
           f"{'met' if extra <= 0.3 else 'NOT met'}"
           + ("" if boxed.isolated else "   (bubblewrap unavailable: both ran unsandboxed)"))
+    read = fp_read_seconds()
+    if read is not None:
+        print(f"  FP-register read (ptrace, the calling thread of a plain child): "
+              f"{1e3 * read:.3f} ms per judged call (median of 200)")
     print("  per contract:")
     for r in run.results:
         print(f"    {r.contract:9s} {r.id:22s} {r.verdict.value:9s} {r.seconds:6.2f} s  {r.cases} calls")
