@@ -201,49 +201,13 @@ def calibrate(classes: Optional[Sequence[str]] = None, ops: Optional[Sequence[st
     return out
 
 
-#: (set, get) entry points of OpenBLAS builds: numpy's own (scipy-openblas, 64-bit
-#: integers), other 64-bit builds, the plain library
-_OPENBLAS_THREADS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-                     ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
-                     ("openblas_set_num_threads", "openblas_get_num_threads"))
-
-
 @contextmanager
 def one_blas_thread():
-    """This process's OpenBLAS (the checker's, never a worker's: the kernel keeps its
-    threads) on one thread while the block runs.  The calibration's float64 oracles are
-    small products; OpenBLAS's threads, which keep spinning after each call, take the CPU
-    from the kernel's worker when cores are few (on 2 cores the calibration's matmul
-    contracts ran twice as long).  Does nothing where no such OpenBLAS is loaded."""
-    calls = _openblas_threads()
-    if calls is None:
+    """This process's BLAS (the checker's, never a worker's: the kernel keeps its threads)
+    on one thread while the block runs (``threadpoolctl``).  The calibration's float64
+    oracles are small products; BLAS threads, which keep spinning after each call, take
+    the CPU from the kernel's worker when cores are few (on 2 cores the calibration's
+    matmul contracts ran twice as long)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
         yield
-        return
-    set_threads, get_threads = calls
-    before = get_threads()
-    set_threads(1)
-    try:
-        yield
-    finally:
-        set_threads(before)
-
-
-def _openblas_threads():
-    import ctypes
-    try:  # the shared libraries this process has mapped (Linux)
-        with open("/proc/self/maps") as fh:
-            fields = [line.split() for line in fh]
-    except OSError:
-        return None
-    libs = sorted({f[-1] for f in fields if len(f) > 5 and "openblas" in f[-1].lower()})
-    for path in libs:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for set_name, get_name in _OPENBLAS_THREADS:
-            set_threads, get_threads = getattr(lib, set_name, None), getattr(lib, get_name, None)
-            if set_threads is not None and get_threads is not None:
-                get_threads.restype = ctypes.c_int
-                return (lambda n, f=set_threads: f(ctypes.c_int(n))), get_threads
-    return None
