@@ -460,3 +460,24 @@ def test_a_kernel_failing_a_recovery_probe_keeps_its_verdict():
 def test_a_passing_contract_recovers_nothing():
     res = run_one("prc01-matmul", f"{RECIPES_MOD}:matmul_fp32_fp32")
     assert res.verdict.value == "pass" and "recovered_recipe" not in (res.signature or {})
+
+
+def test_two_failing_contracts_of_one_check_recover_once(monkeypatch):
+    """C-PRC-01 and C-PRC-04 both fail on fp16-coerced operands: the deterministic
+    recovery runs once for the check, and both violations carry its recipe."""
+    import kcontract.fingerprint as fp
+    runs = []
+    real = fp.recover
+
+    def counting(target, op):
+        runs.append(op)
+        return real(target, op)
+    monkeypatch.setattr(fp, "recover", counting)
+    cs = [contract("prc01-matmul"), contract("prc04-matmul")]
+    run = check(f"{RECIPES_MOD}:matmul_fp16_fp32", op="matmul", dtype="float32", contracts=cs,
+                in_process=True)
+    assert [r.verdict.value for r in run.results] == ["violation", "violation"]
+    assert runs == ["matmul"]
+    recs = [r.signature["recovered_recipe"] for r in run.results]
+    assert recs[0]["summary"] and recs[0]["summary"] == recs[1]["summary"]
+    assert recs[0]["operand_format"] == "float16"
