@@ -149,12 +149,17 @@ class AttentionTarget(Target):
     subnormals = False
     headroom = 11
     min_keys = 256
+    #: the head width of every p @ v call, whatever ``batch`` a stage asks (one code path)
+    head_width = 32
 
     def _dots(self, a, b):
         R, K = a.shape
         # at least 256 keys: kernels take other code paths (and orders) for a few keys
         T = max(1 << max(int(K - 1).bit_length(), 0), self.min_keys)
-        D = max(R, self.batch)  # one head width for every call: one code path
+        D = self.head_width  # one head width for every call: one code path
+        if R > D:
+            raise RuntimeError(f"{R} rows do not fit the attention probe's head width {D} "
+                               "(a stage asked a batch wider than the head)")
         v = np.zeros((1, 1, T, D))
         v[0, 0, :K, :R] = a.T * T
         q = np.zeros((1, 1, 1, D))
