@@ -157,12 +157,6 @@ def _fingerprint(ctx: Context, dtype: str):
     return fn(call, dtype, **dict(probe.options))
 
 
-#: the recovered recipe's fields a violation states (value and confidence)
-RECIPE_FIELDS = ("operand_format", "accumulator_bits", "accumulator_rounding", "fused_group",
-                 "promotion_interval", "workspace_interval", "workspace_bits", "subnormal_inputs",
-                 "subnormal_outputs", "reduction_order", "score_operand_format", "score_bits")
-
-
 def _recover(ctx: Context, dtype: str):
     """The staged recovery of :mod:`kcontract.fingerprint` (the op's ``fingerprint.recipe``
     target) run on the kernel through the check's own calls (its worker): the Recipe,
@@ -206,10 +200,11 @@ def _run_recovery(ctx: Context, probe, dtype: str):
 def recipe_quantities(recipe) -> dict:
     """The recovered recipe as a violation states it: each field's value and confidence,
     the summary, the evidence and the error sweep (for the report's plot)."""
+    from ..fingerprint.recover import STATED_FIELDS
     d = recipe.as_dict()
     fields = d["recipe"]
     out = {"summary": d["summary"]}
-    for name in RECIPE_FIELDS:
+    for name in STATED_FIELDS:
         if name in fields:
             f = fields[name]
             out[name] = f["value"]
