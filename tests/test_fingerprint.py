@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from kcontract.fingerprint import (PUBLISHED, PUBLISHED_DTYPES, Design, ProbeFailure, fingerprint,
-                                   recipe_for)
+from kcontract.errors import UsageError
+from kcontract.fingerprint import PUBLISHED, PUBLISHED_DTYPES, Design, ProbeFailure, fingerprint
 from kcontract.fingerprint.rounding import exact_sum, round_bits, round_to_format
 
 HERE = os.path.dirname(__file__)
@@ -321,7 +321,8 @@ def test_a_crashing_kernel_is_reported_not_fingerprinted():
     assert res.returncode == 1 and "crashed" in res.stderr
 
 
-def test_recipe_for_an_op_without_probes_is_none():
-    assert recipe_for(lambda x: x, "softmax", "float32") is None
+def test_an_op_without_probes_is_a_usage_error():
+    with pytest.raises(UsageError, match="no probes for op 'softmax'"):
+        fingerprint(lambda x: x, op="softmax", dtype="float32")
     res = _cli("fingerprint", f"{KERNELS}:numpy_matmul", "--op", "softmax", "--dtype", "float32")
     assert res.returncode == 2 and "no probes for op 'softmax'" in res.stderr

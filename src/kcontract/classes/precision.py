@@ -51,10 +51,16 @@ FINGERPRINT_PROBES = {"inner_product": fingerprint_matmul, "row_sum": fingerprin
 
 # -- helpers --------------------------------------------------------------------------------
 
-def _caller(ctx: Context):
-    """``call(*arrays)`` -> the kernel's output as an array, or None when it fails."""
+def _caller(ctx: Context, strict: bool = False):
+    """``call(*arrays)`` -> the kernel's output as an array, or None when it fails;
+    ``strict``: a failed call (or an integrity flag) raises
+    :class:`~kcontract.fingerprint.ProbeFailure` instead, as the recovery's calls do."""
+    from ..fingerprint.targets import probe_output
+
     def call(*arrays):
         res = ctx.call(dict(zip(ctx.op.inputs, arrays)))
+        if strict:
+            return probe_output(res)
         if not res.ok or res.out is None:
             return None
         return np.asarray(res.out)
@@ -175,14 +181,7 @@ def _recover(ctx: Context, dtype: str):
 
 def _run_recovery(ctx: Context, probe, dtype: str):
     from ..fingerprint import ProbeFailure, recover, target_for
-
-    def call(*arrays):
-        res = ctx.call(dict(zip(ctx.op.inputs, arrays)))
-        if not res.ok:
-            raise ProbeFailure(res.describe())
-        if res.out is None:
-            raise ProbeFailure("the kernel returned nothing")
-        return np.asarray(res.out)
+    call = _caller(ctx, strict=True)
     if probe.recipe_adapt is not None:
         call = probe.recipe_adapt(call)
     cases = ctx.cases  # the recovery's calls are counted in its own ``calls``, not as cases

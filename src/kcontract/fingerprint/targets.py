@@ -263,17 +263,25 @@ class KernelCaller:
         self.handle.__exit__(*exc)
 
     def __call__(self, *arrays) -> np.ndarray:
-        from ..check.engine import INTEGRITY_MESSAGES
-        res = self.handle.call(list(arrays), self.kwargs)
-        if not res.ok:
-            raise ProbeFailure(res.describe())
-        for flag in res.flags:
-            kind, _, what = flag.partition(":")
-            if kind in INTEGRITY_MESSAGES:
-                raise ProbeFailure(INTEGRITY_MESSAGES[kind].format(what))
-        return np.asarray(res.out)
+        return probe_output(self.handle.call(list(arrays), self.kwargs))
+
+
+def probe_output(res) -> np.ndarray:
+    """A probe call's output (a :class:`~kcontract.check.engine.CallResult`) as an array;
+    :class:`ProbeFailure` when the call failed, returned nothing or raised an integrity
+    flag (the probes judge values only a well-behaved call gives)."""
+    from ..check.engine import INTEGRITY_MESSAGES
+    if not res.ok:
+        raise ProbeFailure(res.describe())
+    if res.out is None:
+        raise ProbeFailure("the kernel returned nothing")
+    for flag in res.flags:
+        kind, _, what = flag.partition(":")
+        if kind in INTEGRITY_MESSAGES:
+            raise ProbeFailure(INTEGRITY_MESSAGES[kind].format(what))
+    return np.asarray(res.out)
 
 
 __all__ = ["Target", "MatmulTarget", "ScaledMatmulTarget", "SumTarget", "LinearGeluTarget",
-           "AttentionTarget", "TARGETS", "target_for", "KernelCaller",
+           "AttentionTarget", "TARGETS", "target_for", "KernelCaller", "probe_output",
            "ProbeFailure"]
