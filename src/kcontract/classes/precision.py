@@ -512,7 +512,7 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
     kw = ctx.kwargs()
     ftz_total = ftz_flushed = ftz_fail = ftz_zero_fail = nonfinite = 0
     daz_fail = daz_match = daz_normal_zero = daz_normal_match = 0
-    in_fail = mid_fail = mid_zero = 0
+    mid_fail = mid_zero = 0
     for c in comps:
         o, r = c.out, c.ref
         nonfinite += int(np.count_nonzero(~np.isfinite(o) & np.isfinite(r)))
@@ -530,7 +530,6 @@ def subnormal_flush(ctx: Context, evidence) -> Diagnosis:
             mid_zero += int(np.count_nonzero(failing & (o == 0) & (np.abs(r) >= out_fmt.tiny)))
         elif c.case.family == "subnormal-inputs":
             failing = ~c.ok
-            in_fail += int(np.count_nonzero(failing))
             x = {k: v for k, v in c.env.items() if k in ctx.op.inputs}
             zeroed = {}
             for k, v in x.items():
