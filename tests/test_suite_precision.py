@@ -481,3 +481,5 @@ def test_two_failing_contracts_of_one_check_recover_once(monkeypatch):
     recs = [r.signature["recovered_recipe"] for r in run.results]
     assert recs[0]["summary"] and recs[0]["summary"] == recs[1]["summary"]
     assert recs[0]["operand_format"] == "float16"
+    # the recovery's kernel calls are counted where they were made: the first contract
+    assert run.results[0].cases > recs[0]["calls"] > run.results[1].cases

@@ -184,7 +184,8 @@ def _run_recovery(ctx: Context, probe, dtype: str):
     call = _caller(ctx, strict=True)
     if probe.recipe_adapt is not None:
         call = probe.recipe_adapt(call)
-    cases = ctx.cases  # the recovery's calls are counted in its own ``calls``, not as cases
+    # the recovery's calls count among the contract's kernel calls, as the fixed-list
+    # probe's do (the recipe's own ``calls`` says how many were the recovery's)
     try:
         return recover(target_for(probe.recipe, call, dtype), probe.recipe)
     except ProbeFailure as exc:
@@ -192,8 +193,6 @@ def _run_recovery(ctx: Context, probe, dtype: str):
     except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
         # outputs the probes' read-back cannot use (a shape, a dtype): the violation stands
         return f"the recovery could not read the kernel's outputs: {type(exc).__name__}: {exc}"
-    finally:
-        ctx.cases = cases
 
 
 def recipe_quantities(recipe) -> dict:
