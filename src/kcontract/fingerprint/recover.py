@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -170,8 +170,16 @@ class Recovery:
         self.notes: list[str] = []
         self.observed: list[tuple[P.Probe, np.ndarray]] = []
 
-    def observe(self, probe: P.Probe) -> np.ndarray:
-        obs = self.t.dots(probe.a, probe.b)
+    def observe(self, probe: P.Probe, batch: Optional[int] = None) -> np.ndarray:
+        """The kernel's outputs on ``probe``; ``batch``: at most that many rows per call
+        (long rows: fewer per call)."""
+        old = self.t.batch
+        if batch is not None:
+            self.t.batch = min(old, batch)
+        try:
+            obs = self.t.dots(probe.a, probe.b)
+        finally:
+            self.t.batch = old
         self.observed.append((probe, obs))
         return obs
 
@@ -307,12 +315,7 @@ class Recovery:
                 "the 24-bit one partial sums would be promoted to (no term is lost in one and "
                 "kept in the other)")
             return base
-        old = self.t.batch
-        self.t.batch = min(old, 16)  # long rows: fewer per call
-        try:
-            obs = self.observe(probe)
-        finally:
-            self.t.batch = old
+        obs = self.observe(probe, batch=16)  # long rows: fewer per call
         small = probe.a[0, 1] * (probe.b[0, 1] if probe.b is not None else 1.0)
         W = np.array(probe.params)
         fout = self.fout
@@ -359,12 +362,7 @@ class Recovery:
             for n in names:
                 self.fields[n] = Field(n, None, 0.5, why)
             return base
-        old = self.t.batch
-        self.t.batch = min(old, 32)
-        try:
-            obs = self.observe(probe)
-        finally:
-            self.t.batch = old
+        obs = self.observe(probe, batch=32)
         js = np.array(probe.params)
         want = base.dots(probe.a, probe.b, self.fin, self.fout)
         lost = ~_same(obs, want)
@@ -399,7 +397,7 @@ class Recovery:
               f"{'stored in' if rounded else 'added into'} a narrower workspace (the design "
               f"reproduces {conf:.0%} of {probe.rows} rows)")
         self.fields["workspace_interval"] = Field("workspace_interval", C, conf, ev)
-        lift = 2.0 ** self.scales.floor if self.scales.floor is not None else 0.0
+        lift = self.scales.lift
         kept = [q for q, o in zip(bp.params, bobs) if o != lift]
         self.fields["workspace_bits"] = Field(
             "workspace_bits", b, top,
