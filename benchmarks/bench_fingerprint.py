@@ -5,7 +5,8 @@ Each published design (``kcontract.fingerprint.PUBLISHED``) runs as a kernel; th
 shows the design's parameters beside the recovered ones and whether each was recovered
 exactly (accumulator bits within one, rounding, group and interval exact).  Also one
 fingerprint of the matmul inside linear_gelu and attention, and the time the recovered
-recipe adds to a failing C-PRC-01/04 contract (run through the isolated worker)."""
+recipe adds to a failing C-PRC-01/04 contract (run through the isolated worker, in the
+sandbox the machine has), the split-K example among them."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL = os.path.join(HERE, "..", "tests", "kernels", "fingerprint_designs.py")
+SPLIT_K = os.path.join(HERE, "..", "examples", "fingerprint", "kernel.py") + ":matmul_split_k"
 
 
 def _iv(v):
@@ -46,11 +48,13 @@ def main() -> int:
                       ("prc04-matmul", "kcontract.suite.kernels.prc_recipes:matmul_bf16_fp32"),
                       ("prc01-sum", "kcontract.suite.kernels.prc01_sum:bad"),
                       ("prc01-linear_gelu", "kcontract.suite.kernels.prc01_linear_gelu:bad"),
-                      ("prc01-attention", "kcontract.suite.kernels.prc01_attention:bad")):
+                      ("prc01-attention", "kcontract.suite.kernels.prc01_attention:bad"),
+                      ("prc01-matmul", SPLIT_K)):
         c = get_contract(cid)
         res = check(spec, op=c.op, dtype="float32", contracts=[c]).results[0]
         rec = (res.signature or {}).get("recovered_recipe") or {}
-        print(f"  {cid:18s} contract {res.seconds:5.1f} s, of which recovery "
+        print(f"  {cid:18s} {spec.rsplit(':', 1)[1]:20s} contract {res.seconds:5.1f} s, "
+              f"of which recovery "
               f"{rec.get('seconds', 0):4.1f} s ({rec.get('calls', 0)} calls): "
               f"{rec.get('summary') or rec.get('error')}")
     print()

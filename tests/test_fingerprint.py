@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from kcontract.fingerprint import (PUBLISHED, PUBLISHED_DTYPES, Design, ProbeFailure, fingerprint,
-                                   recipe_for)
+from kcontract.errors import UsageError
+from kcontract.fingerprint import PUBLISHED, PUBLISHED_DTYPES, Design, ProbeFailure, fingerprint
 from kcontract.fingerprint.rounding import exact_sum, round_bits, round_to_format
 
 HERE = os.path.dirname(__file__)
@@ -193,6 +193,22 @@ def test_attention_stages_are_recovered(name, pv_bits, score_bits, least):
         assert "carry 11 bits" in recipe.summary()
 
 
+def test_attention_pv_probes_use_one_head_width():
+    """Every p @ v probe of a recovery (q a single zero row) has the same head width,
+    whatever row batch a stage asks (the promotion stage of an 11-bit p @ v asks 16 rows
+    per call)."""
+    from kcontract.fingerprint.targets import AttentionTarget
+    widths = set()
+
+    def recording(q, k, v, causal=False):
+        if q.shape[0] == 1 and not np.any(q):
+            widths.add(v.shape[-1])
+        return _designs().attention_fp16_pv(q, k, v)
+    recipe = fingerprint(recording, op="attention", dtype="float32")
+    assert recipe.accumulator_bits == 11  # narrow: the promotion stage runs
+    assert widths == {AttentionTarget.head_width}
+
+
 def test_attention_bf16_operands_of_the_scores_are_named():
     def attention_bf16_qk(q, k, v, causal=False):
         import ml_dtypes
@@ -305,7 +321,8 @@ def test_a_crashing_kernel_is_reported_not_fingerprinted():
     assert res.returncode == 1 and "crashed" in res.stderr
 
 
-def test_recipe_for_an_op_without_probes_is_none():
-    assert recipe_for(lambda x: x, "softmax", "float32") is None
+def test_an_op_without_probes_is_a_usage_error():
+    with pytest.raises(UsageError, match="no probes for op 'softmax'"):
+        fingerprint(lambda x: x, op="softmax", dtype="float32")
     res = _cli("fingerprint", f"{KERNELS}:numpy_matmul", "--op", "softmax", "--dtype", "float32")
     assert res.returncode == 2 and "no probes for op 'softmax'" in res.stderr

@@ -460,3 +460,49 @@ def test_a_kernel_failing_a_recovery_probe_keeps_its_verdict():
 def test_a_passing_contract_recovers_nothing():
     res = run_one("prc01-matmul", f"{RECIPES_MOD}:matmul_fp32_fp32")
     assert res.verdict.value == "pass" and "recovered_recipe" not in (res.signature or {})
+
+
+def test_two_failing_contracts_of_one_check_recover_once(monkeypatch):
+    """C-PRC-01 and C-PRC-04 both fail on fp16-coerced operands: the deterministic
+    recovery runs once for the check, and both violations carry its recipe."""
+    import kcontract.fingerprint as fp
+    runs = []
+    real = fp.recover
+
+    def counting(target, op):
+        runs.append(op)
+        return real(target, op)
+    monkeypatch.setattr(fp, "recover", counting)
+    cs = [contract("prc01-matmul"), contract("prc04-matmul")]
+    run = check(f"{RECIPES_MOD}:matmul_fp16_fp32", op="matmul", dtype="float32", contracts=cs,
+                in_process=True)
+    assert [r.verdict.value for r in run.results] == ["violation", "violation"]
+    assert runs == ["matmul"]
+    recs = [r.signature["recovered_recipe"] for r in run.results]
+    assert recs[0]["summary"] and recs[0]["summary"] == recs[1]["summary"]
+    assert recs[0]["operand_format"] == "float16"
+    # the recovery's kernel calls are counted where they were made: the first contract
+    assert run.results[0].cases > recs[0]["calls"] > run.results[1].cases
+
+
+def test_a_grossly_wrong_kernel_gets_no_recovered_recipe(monkeypatch):
+    """Results wrong rather than rounded (the negated product: every error twice the
+    result) violate C-PRC-01, but no rounding recipe is recovered for them."""
+    import kcontract.fingerprint as fp
+    runs = []
+    real = fp.recover
+
+    def counting(target, op):
+        runs.append(op)
+        return real(target, op)
+    monkeypatch.setattr(fp, "recover", counting)
+    mod = types.ModuleType("prc_gross")
+    mod.matmul = lambda a, b: -np.matmul(a, b)
+    sys.modules[mod.__name__] = mod
+    try:
+        res = run_one("prc01-matmul", f"{mod.__name__}:matmul")
+    finally:
+        del sys.modules[mod.__name__]
+    assert res.verdict.value == "violation"
+    assert "recovered_recipe" not in res.signature and runs == []
+    assert "no rounding recipe explains it" in res.message

@@ -227,8 +227,11 @@ class Context(Measurement):
                  *, framework: str = "numpy", device: str = "cpu", seed: int = 0,
                  reproduce: str = "", progress: Optional[Callable[[], None]] = None,
                  max_cases: Optional[int] = None, protocol_spec=None, detector=None,
-                 oracle: Optional[Callable] = None):
+                 oracle: Optional[Callable] = None, memo: Optional[dict] = None):
         self.contract = contract
+        #: what one check run's contracts share (the runner passes one dict to each of
+        #: them): results of deterministic probes of the same kernel, computed once
+        self.memo = {} if memo is None else memo
         #: resolved by the runner: the protocol's declaration (parameter defaults), the
         #: signature detector (None: the contract names none) and the contract's oracle,
         #: ``oracle(ctx, x, kwargs) -> float64 reference`` (None: the op's own)

@@ -120,6 +120,7 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
         return run
     run.kernel_hash = info.get("source_sha256", "")
     run.sandbox = str(getattr(handle, "sandbox_name", "none"))
+    memo: dict = {}  # shared by the run's contracts (one recovery per recipe, say)
     try:
         for c in chosen:
             if reproduce_prefix:
@@ -129,7 +130,7 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
                                           seed, declared)
             tick = (lambda cid=c.id: progress(cid, 1)) if progress else None
             run.results.append(_run_one(c, op_obj, fmt, claims, handle, framework, device, seed,
-                                        repro, tick, run.timings))
+                                        repro, tick, run.timings, memo))
             if progress:
                 progress(c.id, 0)
         loaded = getattr(handle, "modules", None) if modules else None
@@ -150,7 +151,7 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
 
 
 def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, repro, tick,
-             timings):
+             timings, memo=None):
     t0 = time.perf_counter()
     why = contract.out_of_scope(op_obj.name, fmt.name, framework, claims)
     if why:
@@ -160,7 +161,7 @@ def _run_one(contract, op_obj, fmt, claims, handle, framework, device, seed, rep
     make = functools.partial(Context, contract, op_obj, fmt, claims, framework=framework,
                              device=device, seed=seed, reproduce=repro, protocol_spec=spec,
                              detector=det, oracle=oracle)
-    ctx = make(handle, progress=tick)
+    ctx = make(handle, progress=tick, memo=memo)
 
     def error(code, message, case=None, **kw):
         return ctx.result(Status.ERROR, message=message, violation=ctx.violation(

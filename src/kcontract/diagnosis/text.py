@@ -17,15 +17,26 @@ def of_run(run: Mapping[str, Any]) -> Diagnosis:
     return Diagnosis.from_json(run.get("diagnosis")) or diagnose(run)
 
 
-def role(diag: Diagnosis, contract_id: str) -> Optional[str]:
-    """``cause 1`` / ``from prc04-matmul`` / None, for the verdict table."""
+def place(diag: Diagnosis, contract_id: str):
+    """Where a contract stands in the diagnosis: ``(i, cause, None)`` when it shows the
+    i-th primary cause (from 1), ``(0, None, explanation)`` when another contract's cause
+    explains it, None when it is in neither."""
     for i, c in enumerate(diag.primary, 1):
         if contract_id in c.contracts:
-            return f"{ROLE_PRIMARY} {i}" if len(diag.primary) > 1 else ROLE_PRIMARY
+            return i, c, None
     e = diag.explained.get(contract_id)
-    if e is not None:
+    return (0, None, e) if e is not None else None
+
+
+def role(diag: Diagnosis, contract_id: str) -> Optional[str]:
+    """``cause 1`` / ``from prc04-matmul`` / None, for the verdict table."""
+    where = place(diag, contract_id)
+    if where is None:
+        return None
+    i, cause, e = where
+    if cause is None:
         return f"from {e.by}"
-    return None
+    return f"{ROLE_PRIMARY} {i}" if len(diag.primary) > 1 else ROLE_PRIMARY
 
 
 def cause_lines(run: Mapping[str, Any], diag: Optional[Diagnosis] = None) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ estimates the recipe.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Union
 
 from ..formats import get_format
 from .designs import IEEE_FP32, PUBLISHED, PUBLISHED_DTYPES, Design
@@ -31,17 +31,6 @@ def fingerprint(kernel: Union[str, Callable], *, op: str, dtype: str, framework:
         return recover(target_for(op, call, fmt), op)
 
 
-def recipe_for(kernel: Union[str, Callable], op: str, dtype: str, **kw) -> Optional[Recipe]:
-    """The recipe for a contract class to cite (C-PRC-01/C-PRC-04 violations and
-    certificates), or None when the op has no probes or the kernel fails on them."""
-    if op not in TARGETS:
-        return None
-    try:
-        return fingerprint(kernel, op=op, dtype=dtype, **kw)
-    except ProbeFailure:
-        return None
-
-
-__all__ = ["fingerprint", "recipe_for", "recover", "Recipe", "Field", "SweepPoint", "Design",
+__all__ = ["fingerprint", "recover", "Recipe", "Field", "SweepPoint", "Design",
            "IEEE_FP32", "PUBLISHED", "PUBLISHED_DTYPES", "TARGETS", "Target", "target_for",
            "KernelCaller", "ProbeFailure"]

@@ -114,6 +114,18 @@ class Scales:
         return low if self.floor is None else max(low, self.floor)
 
     @property
+    def workspace_big(self) -> int:
+        """Exponent of the workspace probes' big term: below fp16's largest value (15
+        where the op shows only results of at least 2**floor)."""
+        return min(self.big, 14 if self.floor is None else 15)
+
+    @property
+    def lift(self) -> float:
+        """2**floor, added to a probe's row where the op shows only results of at least
+        that (0: the op shows any result)."""
+        return 2.0 ** self.floor if self.floor is not None else 0.0
+
+    @property
     def gap(self) -> int:
         """Q: the largest gap between the big term and a small one."""
         return min(40, self.big - self.small_min)
@@ -225,9 +237,9 @@ def workspace_probe(scales: Scales) -> Optional[Probe]:
     whose partial sums are added into a workspace of 20 bits or fewer (every C-th j for
     blocks of C); big below fp16's largest value.  Where the op shows only results of at
     least 2**floor, 2**floor is added at k = j+2."""
-    B = min(scales.big, 14 if scales.floor is None else 15)
+    B = scales.workspace_big
     e = B - WORKSPACE_GAP
-    lift = 2.0 ** scales.floor if scales.floor is not None else 0.0
+    lift = scales.lift
     if e < scales.small_min and scales.floor is None:
         return None
     js = list(range(1, WORKSPACE_SCAN + 1))
@@ -243,8 +255,8 @@ def workspace_probe(scales: Scales) -> Optional[Probe]:
 def workspace_bits_probe(scales: Scales, block: int) -> Probe:
     """Big, 2**-q big, -big at k = 0, C-1, C (q = 1..20): the small term crosses into
     the workspace at the block boundary, kept where the workspace has q + 1 bits."""
-    B = min(scales.big, 14 if scales.floor is None else 15)
-    lift = 2.0 ** scales.floor if scales.floor is not None else 0.0
+    B = scales.workspace_big
+    lift = scales.lift
     qs = [q for q in range(1, WORKSPACE_GAP + 1) if B - q >= scales.small_min or lift]
     K = block + 2
     entries = [[(0, 2.0 ** B), (block - 1, 2.0 ** (B - q)), (block, -2.0 ** B)] +

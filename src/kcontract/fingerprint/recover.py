@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -67,10 +67,14 @@ class SweepPoint:
                 "predicted": dict(self.predicted), "bitwise": round(self.bitwise, 4)}
 
 
+#: a recipe's fields, in the order it lists them
 FIELD_ORDER = ("operand_format", "operand_rounding", "products", "accumulator_bits",
                "accumulator_rounding", "fused_group", "promotion_interval",
-               "workspace_interval", "workspace_bits", "subnormal_inputs", "subnormal_outputs", "reduction_order",
-               "score_operand_format", "score_bits")
+               "workspace_interval", "workspace_bits", "subnormal_inputs", "subnormal_outputs",
+               "reduction_order", "score_operand_format", "score_bits")
+
+#: the fields a C-PRC-01/04 violation states (value and confidence) and a report lists
+STATED_FIELDS = tuple(f for f in FIELD_ORDER if f not in ("operand_rounding", "products"))
 
 
 @dataclass
@@ -166,8 +170,16 @@ class Recovery:
         self.notes: list[str] = []
         self.observed: list[tuple[P.Probe, np.ndarray]] = []
 
-    def observe(self, probe: P.Probe) -> np.ndarray:
-        obs = self.t.dots(probe.a, probe.b)
+    def observe(self, probe: P.Probe, batch: Optional[int] = None) -> np.ndarray:
+        """The kernel's outputs on ``probe``; ``batch``: at most that many rows per call
+        (long rows: fewer per call)."""
+        old = self.t.batch
+        if batch is not None:
+            self.t.batch = min(old, batch)
+        try:
+            obs = self.t.dots(probe.a, probe.b)
+        finally:
+            self.t.batch = old
         self.observed.append((probe, obs))
         return obs
 
@@ -303,12 +315,7 @@ class Recovery:
                 "the 24-bit one partial sums would be promoted to (no term is lost in one and "
                 "kept in the other)")
             return base
-        old = self.t.batch
-        self.t.batch = min(old, 16)  # long rows: fewer per call
-        try:
-            obs = self.observe(probe)
-        finally:
-            self.t.batch = old
+        obs = self.observe(probe, batch=16)  # long rows: fewer per call
         small = probe.a[0, 1] * (probe.b[0, 1] if probe.b is not None else 1.0)
         W = np.array(probe.params)
         fout = self.fout
@@ -355,12 +362,7 @@ class Recovery:
             for n in names:
                 self.fields[n] = Field(n, None, 0.5, why)
             return base
-        old = self.t.batch
-        self.t.batch = min(old, 32)
-        try:
-            obs = self.observe(probe)
-        finally:
-            self.t.batch = old
+        obs = self.observe(probe, batch=32)
         js = np.array(probe.params)
         want = base.dots(probe.a, probe.b, self.fin, self.fout)
         lost = ~_same(obs, want)
@@ -395,7 +397,7 @@ class Recovery:
               f"{'stored in' if rounded else 'added into'} a narrower workspace (the design "
               f"reproduces {conf:.0%} of {probe.rows} rows)")
         self.fields["workspace_interval"] = Field("workspace_interval", C, conf, ev)
-        lift = 2.0 ** self.scales.floor if self.scales.floor is not None else 0.0
+        lift = self.scales.lift
         kept = [q for q, o in zip(bp.params, bobs) if o != lift]
         self.fields["workspace_bits"] = Field(
             "workspace_bits", b, top,
@@ -418,30 +420,8 @@ class Recovery:
             return base
         obs = self.observe(probe)
         cancel = np.array([t.startswith("cancel") for t in probe.params])
-        single = ~cancel
-        scores = {}
-        for fmt in P.OPERAND_CANDIDATES.get(self.fin, (self.fin,)):
-            for rnd in ("nearest", "toward_zero"):
-                d = base.with_(operand_format=fmt, operand_rounding=rnd)
-                scores[(fmt, rnd)] = _share(d, probe, obs, self.fin, self.fout, single)
-        top = max(scores.values())
-        tied = [k for k, v in scores.items() if v == top]
-        fmt, rnd = tied[0]
-        fmts = sorted({k[0] for k in tied if k[0] != fmt})
-        rnds = sorted({k[1] for k in tied if k[1] != rnd})
-        share_fmt = {f: max(v for k, v in scores.items() if k[0] == f)
-                     for f in {k[0] for k in scores}}
-        others = ", ".join(f"{_short(f)} {s:.0%}" for f, s in sorted(share_fmt.items(),
-                           key=lambda t: -t[1]) if f != fmt)
-        self.fields["operand_format"] = Field(
-            "operand_format", fmt, top,
-            f"one-hot products of many-bit operands match operands rounded to {_short(fmt)} on "
-            f"{top:.0%} of {int(single.sum())} rows (others: {others or 'none'})", fmts)
-        self.fields["operand_rounding"] = Field(
-            "operand_rounding", None if fmt == self.fin else rnd, top if fmt != self.fin else 1.0,
-            "operands are used as given" if fmt == self.fin else
-            f"{MODE_TEXT[rnd]} into {_short(fmt)}", rnds if fmt != self.fin else [])
-        d = base.with_(operand_format=None if fmt == self.fin else fmt, operand_rounding=rnd)
+        fmt, rnd, d = self._operand_choice(base, probe, obs, ~cancel,
+                                           ("one-hot products of many-bit operands", "operands"))
         op_bits = get_format(fmt).precision
         exact, conf = True, 1.0
         if 2 * op_bits <= base.accumulator_bits:
@@ -486,28 +466,45 @@ class Recovery:
         rounds a lone term too; x - x tells it from rounded terms)."""
         probe = P.term_probe(self.scales)
         obs = self.observe(probe)
+        _, _, d = self._operand_choice(base, probe, obs, None,
+                                       ("one-hot many-bit terms and x - x pairs", "terms"))
+        self.fields["products"] = Field(
+            "products", None, 1.0, f"not measurable: the {self.op} probe sums terms (its other "
+            "factor is fixed)")
+        return d
+
+    def _operand_choice(self, base: Design, probe: P.Probe, obs, rows, what):
+        """The operand format and rounding (each candidate format of the input, rounded to
+        nearest or toward zero) whose emulation reproduces the most of ``obs`` on ``rows``
+        (a mask; None: all): sets the ``operand_format`` and ``operand_rounding`` fields
+        and returns (format, rounding, design).  ``what``: (the probe's rows, the word for
+        what is rounded), for the evidence."""
+        rows_text, noun = what
         scores = {}
         for fmt in P.OPERAND_CANDIDATES.get(self.fin, (self.fin,)):
             for rnd in ("nearest", "toward_zero"):
                 d = base.with_(operand_format=fmt, operand_rounding=rnd)
-                scores[(fmt, rnd)] = _share(d, probe, obs, self.fin, self.fout)
+                scores[(fmt, rnd)] = _share(d, probe, obs, self.fin, self.fout, rows)
         top = max(scores.values())
-        fmt, rnd = [k for k, v in scores.items() if v == top][0]
-        fmts = sorted({k[0] for k, v in scores.items() if v == top and k[0] != fmt})
-        others = ", ".join(f"{_short(f)} {max(v for k, v in scores.items() if k[0] == f):.0%}"
-                           for f in dict.fromkeys(k[0] for k in scores) if f != fmt)
+        tied = [k for k, v in scores.items() if v == top]
+        fmt, rnd = tied[0]
+        fmts = sorted({k[0] for k in tied if k[0] != fmt})
+        rnds = sorted({k[1] for k in tied if k[1] != rnd})
+        share_fmt = {f: max(v for k, v in scores.items() if k[0] == f)
+                     for f in dict.fromkeys(k[0] for k in scores)}
+        others = ", ".join(f"{_short(f)} {s:.0%}" for f, s in sorted(share_fmt.items(),
+                           key=lambda t: -t[1]) if f != fmt)
+        n = probe.rows if rows is None else int(np.count_nonzero(rows))
         self.fields["operand_format"] = Field(
             "operand_format", fmt, top,
-            f"one-hot many-bit terms and x - x pairs match terms rounded to {_short(fmt)} on "
-            f"{top:.0%} of {probe.rows} rows (others: {others or 'none'})", fmts)
+            f"{rows_text} match {noun} rounded to {_short(fmt)} on {top:.0%} of {n} rows "
+            f"(others: {others or 'none'})", fmts)
+        given = fmt == self.fin
         self.fields["operand_rounding"] = Field(
-            "operand_rounding", None if fmt == self.fin else rnd, top if fmt != self.fin else 1.0,
-            "terms are used as given" if fmt == self.fin else f"{MODE_TEXT[rnd]} into "
-            f"{_short(fmt)}")
-        self.fields["products"] = Field(
-            "products", None, 1.0, f"not measurable: the {self.op} probe sums terms (its other "
-            "factor is fixed)")
-        return base.with_(operand_format=None if fmt == self.fin else fmt, operand_rounding=rnd)
+            "operand_rounding", None if given else rnd, 1.0 if given else top,
+            f"{noun} are used as given" if given else f"{MODE_TEXT[rnd]} into {_short(fmt)}",
+            [] if given else rnds)
+        return fmt, rnd, base.with_(operand_format=None if given else fmt, operand_rounding=rnd)
 
     def scores(self) -> None:
         """Attention's q k^T (the p @ v stages see only v): rows read through the softmax
@@ -703,4 +700,4 @@ def recover(target: Target, op: str) -> Recipe:
                   seconds=time.perf_counter() - t0, notes=r.notes)
 
 
-__all__ = ["Field", "Recipe", "SweepPoint", "recover", "FIELD_ORDER"]
+__all__ = ["Field", "Recipe", "SweepPoint", "recover", "FIELD_ORDER", "STATED_FIELDS"]

@@ -149,12 +149,17 @@ class AttentionTarget(Target):
     subnormals = False
     headroom = 11
     min_keys = 256
+    #: the head width of every p @ v call, whatever ``batch`` a stage asks (one code path)
+    head_width = 32
 
     def _dots(self, a, b):
         R, K = a.shape
         # at least 256 keys: kernels take other code paths (and orders) for a few keys
         T = max(1 << max(int(K - 1).bit_length(), 0), self.min_keys)
-        D = max(R, self.batch)  # one head width for every call: one code path
+        D = self.head_width  # one head width for every call: one code path
+        if R > D:
+            raise RuntimeError(f"{R} rows do not fit the attention probe's head width {D} "
+                               "(a stage asked a batch wider than the head)")
         v = np.zeros((1, 1, T, D))
         v[0, 0, :K, :R] = a.T * T
         q = np.zeros((1, 1, 1, D))
@@ -258,17 +263,25 @@ class KernelCaller:
         self.handle.__exit__(*exc)
 
     def __call__(self, *arrays) -> np.ndarray:
-        from ..check.engine import INTEGRITY_MESSAGES
-        res = self.handle.call(list(arrays), self.kwargs)
-        if not res.ok:
-            raise ProbeFailure(res.describe())
-        for flag in res.flags:
-            kind, _, what = flag.partition(":")
-            if kind in INTEGRITY_MESSAGES:
-                raise ProbeFailure(INTEGRITY_MESSAGES[kind].format(what))
-        return np.asarray(res.out)
+        return probe_output(self.handle.call(list(arrays), self.kwargs))
+
+
+def probe_output(res) -> np.ndarray:
+    """A probe call's output (a :class:`~kcontract.check.engine.CallResult`) as an array;
+    :class:`ProbeFailure` when the call failed, returned nothing or raised an integrity
+    flag (the probes judge values only a well-behaved call gives)."""
+    from ..check.engine import INTEGRITY_MESSAGES
+    if not res.ok:
+        raise ProbeFailure(res.describe())
+    if res.out is None:
+        raise ProbeFailure("the kernel returned nothing")
+    for flag in res.flags:
+        kind, _, what = flag.partition(":")
+        if kind in INTEGRITY_MESSAGES:
+            raise ProbeFailure(INTEGRITY_MESSAGES[kind].format(what))
+    return np.asarray(res.out)
 
 
 __all__ = ["Target", "MatmulTarget", "ScaledMatmulTarget", "SumTarget", "LinearGeluTarget",
-           "AttentionTarget", "TARGETS", "target_for", "KernelCaller",
+           "AttentionTarget", "TARGETS", "target_for", "KernelCaller", "probe_output",
            "ProbeFailure"]

@@ -319,10 +319,10 @@ ROW_RELIEF_MIN = 1.5
 
 def row_noise(p, ai: tuple, bi: tuple, ci: tuple, units) -> Optional[np.ndarray]:
     """Model noise of the residual of every row of one matrix, up to a common
-    factor: sqrt(u_acc^2 K (c_i^2/3 + s_i^2/2)/3 + u_out^2 c_i^2/3 +
-    u_chk^2 ((N+K) s_i^2 + N c_i^2)/6) with c_i = ||C_i|| and s_i^2 =
-    sum_k a_ik^2 ||B_k||^2 (the terms of :func:`._model.screen_cap`, per row).
-    Costs a pass over A, B and C of that matrix; None when a norm overflows."""
+    factor: :func:`._model.screen_cap` per row, with c_i = ||C_i|| and s_i^2 =
+    sum_k a_ik^2 ||B_k||^2 (its CAP_SLACK is the common factor, which the ratio
+    to the median cancels).  Costs a pass over A, B and C of that matrix; None
+    when a norm overflows."""
     ops = p.ops
     A, B, C = p.a[ai] if ai else p.a, p.b[bi] if bi else p.b, p.c[ci] if ci else p.c
     c2 = ops.row_sq(C, None).astype(np.float64)
@@ -330,10 +330,7 @@ def row_noise(p, ai: tuple, bi: tuple, ci: tuple, units) -> Optional[np.ndarray]
     s2 = ops.row_weighted_sq(A, b2)
     if not (np.isfinite(c2).all() and np.isfinite(s2).all()):
         return None
-    K, N = p.K, p.N
-    var = (units.acc ** 2 * K * (c2 / 3.0 + s2 / 2.0) / 3.0 + units.out ** 2 * c2 / 3.0
-           + units.check ** 2 * ((N + K) * s2 + N * c2) / 6.0)
-    return np.sqrt(var)
+    return model.screen_cap(np.sqrt(c2), np.sqrt(s2), p.K, p.N, units)
 
 
 def row_relief(p, ratio_rows_: np.ndarray, units) -> np.ndarray:

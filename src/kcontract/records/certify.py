@@ -172,9 +172,10 @@ def certify(kernel: str, *, op: str, dtype: str, level: int, framework: str = "n
 def recovered_recipe(results: Sequence[Mapping[str, Any]]) -> Optional[dict]:
     """The recipe a failing C-PRC-01/04 recovered for the kernel (its signature's
     ``recovered_recipe``, without the error sweep), or None when none did."""
+    from ..report._util import recipe_of
     for r in results:
-        rec = (r.get("signature") or {}).get("recovered_recipe")
-        if isinstance(rec, Mapping) and rec.get("summary"):
+        rec = recipe_of(r)
+        if rec is not None:
             return {"contract": r.get("contract", ""),
                     **{k: v for k, v in rec.items() if k != "sweep"}}
     return None

@@ -146,22 +146,24 @@ def signature_quantities(r: Mapping[str, Any]) -> dict:
     return out
 
 
-#: the recovered recipe's fields, in the order a report lists them
-RECIPE_ROWS = ("operand_format", "accumulator_bits", "accumulator_rounding", "fused_group",
-               "promotion_interval", "workspace_interval", "workspace_bits", "subnormal_inputs",
-               "subnormal_outputs", "reduction_order", "score_operand_format", "score_bits")
+def recipe_of(r: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """The recipe a failing C-PRC-01/04 recovered (its signature's ``recovered_recipe``),
+    or None when it recovered none (no recovery, or the error saying why)."""
+    sig = r.get("signature") or {}
+    rec = sig.get("recovered_recipe") if isinstance(sig, Mapping) else None
+    return rec if isinstance(rec, Mapping) and rec.get("summary") else None
 
 
 def recipe_rows(r: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """(field, value, confidence, evidence) of the recipe a failing C-PRC-01/04 recovered
     (signature ``recovered_recipe``); empty when there is none."""
-    sig = r.get("signature") or {}
-    rec = sig.get("recovered_recipe") if isinstance(sig, Mapping) else None
-    if not isinstance(rec, Mapping) or not rec.get("summary"):
+    from ..fingerprint.recover import STATED_FIELDS
+    rec = recipe_of(r)
+    if rec is None:
         return []
     ev = rec.get("evidence") if isinstance(rec.get("evidence"), Mapping) else {}
     rows = []
-    for name in RECIPE_ROWS:
+    for name in STATED_FIELDS:
         if name not in rec:
             continue
         conf = as_float(rec.get(f"{name}_confidence"))

@@ -30,34 +30,26 @@ def failure_text(r: Mapping[str, Any]) -> str:
     return "\n".join(line.strip() for line in violation_lines(r))
 
 
-def diagnosis_text(run: Mapping[str, Any]) -> str:
-    """The run's diagnosis as the terminal and the pytest failure print it: each primary cause
-    with its evidence, the violations it explains folded under it, then the hints."""
-    from ..diagnosis.text import cause_lines
-    return "\n".join(line for _, line in cause_lines(run))
-
-
 def _role_lines(run: Mapping[str, Any], diag, r: Mapping[str, Any]) -> tuple[str, list[str]]:
     """What a failing test case is in the diagnosis: (a prefix for its message, the lines that
     open its body).  A primary cause lists the violations that follow from it; an explained
     violation names the cause it follows from, first."""
-    cid = str(r.get("id", ""))
-    n = len(diag.primary)
-    for i, c in enumerate(diag.primary, 1):
-        if cid not in c.contracts:
-            continue
-        label = f"cause {i} of {n}" if n > 1 else "cause"
-        what = "kernel error" if c.kind == "error" else c.cls
-        lines = [f"diagnosis: {label} ({what})"
-                 + (f", shown by {len(c.contracts)} contracts: {', '.join(c.contracts)}"
-                    if len(c.contracts) > 1 else "")]
-        lines += [f"  ↳ {e.contract} follows from it: {e.reason}" for e in diag.consequences(c)]
-        return f"[{label}: {what}] ", lines
-    e = diag.explained.get(cid)
-    if e is not None:
+    from ..diagnosis.text import place
+    where = place(diag, str(r.get("id", "")))
+    if where is None:
+        return "", []
+    i, c, e = where
+    if c is None:
         return (f"[follows from {e.by}] ",
                 [f"diagnosis: follows from {e.by} ({e.by_class}): {e.reason}"])
-    return "", []
+    n = len(diag.primary)
+    label = f"cause {i} of {n}" if n > 1 else "cause"
+    what = "kernel error" if c.kind == "error" else c.cls
+    lines = [f"diagnosis: {label} ({what})"
+             + (f", shown by {len(c.contracts)} contracts: {', '.join(c.contracts)}"
+                if len(c.contracts) > 1 else "")]
+    lines += [f"  ↳ {x.contract} follows from it: {x.reason}" for x in diag.consequences(c)]
+    return f"[{label}: {what}] ", lines
 
 
 def render_junit(run: Mapping[str, Any]) -> str:
@@ -83,7 +75,7 @@ def render_junit(run: Mapping[str, Any]) -> str:
             ET.SubElement(props, "property", name=key, value=_clean(val))
     for key, val in (run.get("claims") or {}).items():
         ET.SubElement(props, "property", name=f"claim.{key}", value=_clean(val))
-    from ..diagnosis.text import of_run
+    from ..diagnosis.text import cause_lines, of_run
     diag = of_run(run)
     if not diag.empty:
         ET.SubElement(props, "property", name="diagnosis.primary",
@@ -115,6 +107,6 @@ def render_junit(run: Mapping[str, Any]) -> str:
     if not diag.empty:
         # the whole diagnosis once, cause first (what CI shows as the suite's output)
         out = ET.SubElement(suite, "system-out")
-        out.text = _clean(diagnosis_text(run))
+        out.text = _clean("\n".join(line for _, line in cause_lines(run, diag)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from ..check.verdict import ROLES
-from ._util import as_float, case_rows, family_of, first, reduction_length, shape_text
+from ._util import (as_float, case_rows, family_of, first, recipe_of, reduction_length,
+                    shape_text)
 
 PASS_COLOR = "#2e7d32"
 FAIL_COLOR = "#c62828"
@@ -284,9 +285,8 @@ def fingerprint(result: Mapping[str, Any]) -> Optional[Plot]:
 def recipe_sweep(result: Mapping[str, Any]) -> Optional[Plot]:
     """The recovered recipe's error sweep (signature ``recovered_recipe.sweep``), drawn by
     :func:`kcontract.fingerprint.plot.draw_sweep`."""
-    sig = result.get("signature") or {}
-    rec = sig.get("recovered_recipe") if isinstance(sig, Mapping) else None
-    sweep = rec.get("sweep") if isinstance(rec, Mapping) else None
+    rec = recipe_of(result)
+    sweep = rec.get("sweep") if rec is not None else None
     if not isinstance(sweep, list) or not sweep or not available():
         return None
     try:
