@@ -105,13 +105,17 @@ class ModelProcess(KernelProcess):
     worker_module = "kcontract.integrations.kernelbench.worker"
 
     def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
-                 timeout: float = 60.0, train: bool = False):
-        super().__init__(f"{os.path.abspath(candidate)}:ModelNew", framework="torch",
-                         device=device, timeout=timeout)
+                 timeout: float = 60.0, train: bool = False, **options):
+        """``candidate``: the candidate's file (or a ``file:ModelNew`` spec); ``options``:
+        :class:`KernelProcess`'s own (``load_timeout``, ``sandbox``, ``decoys``...)."""
+        kernel = candidate if candidate.endswith(":ModelNew") else \
+            f"{os.path.abspath(candidate)}:ModelNew"
+        super().__init__(kernel, framework="torch", device=device, timeout=timeout, **options)
         self.dtype = dtype
         self.train = train
         self._build: Optional[dict] = None
         self.built: dict = {}
+        self._reply: dict = {}
 
     def load_payload(self) -> dict:
         d = super().load_payload()
@@ -125,26 +129,35 @@ class ModelProcess(KernelProcess):
         return info
 
     def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
-        self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
-                       "seed": seed, "train": self.train}
+        return self.build_from({"init_inputs": [_to_plain(v) for v in init_inputs],
+                                "state": state, "seed": seed, "train": self.train})
+
+    def build_from(self, build: dict) -> dict:
+        self._build = dict(build)
         if self.ensure_alive():  # a fresh worker builds as it starts
             return self.built
         return self._send_build()
 
     def _send_build(self) -> dict:
-        status, payload = self._request(("build", self._build), self.load_timeout)
-        if status != "ok":
-            res = CallResult.from_reply(status, payload)
-            if status in ("crashed", "timeout"):
-                self.close()
-            raise KernelFailure(FAILURE_CODES.get(status, f"kernel.{status}"),
+        res = self.request("build", self._build, self.load_timeout)
+        if not res.ok:
+            raise KernelFailure(FAILURE_CODES.get(res.status, f"kernel.{res.status}"),
                                 "ModelNew(*get_init_inputs()) failed: " + res.describe())
-        self.built = payload
-        return payload
+        self.built = self._reply
+        return self.built
 
     def raw(self, verb: str, payload: dict, timeout: Optional[float] = None):
-        self.ensure_alive()
-        return self._request((verb, payload), timeout or self.timeout)
+        """One request, its reply as (status, payload)."""
+        res = self.request(verb, payload, timeout)
+        return res.status, (self._reply if res.ok else {"message": res.error,
+                                                        "type": res.error_type})
+
+    def _request(self, msg, timeout: float):
+        # the last reply's payload as sent (a CallResult keeps a call's fields only): what
+        # `build` and `kernelbench` answer
+        status, payload = super()._request(msg, timeout)
+        self._reply = payload if isinstance(payload, dict) else {}
+        return status, payload
 
 
 # -- the check -----------------------------------------------------------------------------
@@ -305,14 +318,14 @@ class ModuleCheck(Measurement):
                 .integers(0, 2 ** 31 - 1))
         return self.op.args(over, family, s)
 
-    def call(self, args: list, case: Case, verb: str = "call", extra: Optional[dict] = None
-             ) -> CallResult:
-        payload = {"args": args, "poison": True,
-                   "poison_bytes": int(sum(getattr(a, "nbytes", 0) for a in args))}
-        if self.train:  # the seed the reference's forward pass on these inputs runs under
-            payload["rng_seed"] = call_seed(args)
-        payload.update(extra or {})
-        return self.timed_call(lambda: self.handle.request(verb, payload))
+    def call(self, args: list, case: Case, layout: str = "", handle=None) -> CallResult:
+        """One call of the candidate through the sandbox's call (decoys, the input arena,
+        the FP-register read); ``handle``: another worker (the sibling) than the main one."""
+        handle = handle or self.handle
+        # in training mode, the seed the reference's forward pass on these inputs runs under
+        extra = {"rng_seed": call_seed(args)} if self.train else None
+        return self.timed_call(lambda: handle.call(args, {}, layout=layout or None,
+                                                   extra=extra))
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
@@ -336,8 +349,7 @@ class ModuleCheck(Measurement):
         self.timings["oracle"] += time.perf_counter() - t0
         if not _in_domain(args, ref, low):
             return None
-        out = self.validate(self.call(args, case, extra={"layout": layout} if layout else None),
-                            case, ref)
+        out = self.validate(self.call(args, case, layout), case, ref)
         cmp = self.compare(orc, case, args, out, ref, low)
         return self.remember(args, out, cmp), out
 
@@ -719,10 +731,12 @@ class ModuleCheck(Measurement):
         cmp_a = self.remember(args, out_a, self.compare(orc, case_a, args, out_a, ref, low))
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
-        res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
-                                                  "source": self.problem.source,
-                                                  "init_inputs": [_to_plain(v) for v in orc.init],
-                                                  "seed": self.build_seed, "poison": False})
+        payload = {"args": args, "reference": self.problem.path, "source": self.problem.source,
+                   "init_inputs": [_to_plain(v) for v in orc.init], "seed": self.build_seed,
+                   "poison": False}
+        if self.train:
+            payload["rng_seed"] = call_seed(args)
+        res_b = self.timed_call(lambda: self.handle.request("order", payload))
         if res_b.status == "raised" and res_b.error_type == "ReferenceUnavailable":
             return cmp_a, None  # the reference does not run in the worker: one order only
         try:
