@@ -902,6 +902,9 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             if kernelbench:
                 out.kernelbench = kernelbench_verdict(handle, reference, dtype, problem.source)
             run.modules = handle.modules()
+            # what enforced the worker's limits and who read its FP registers, as every run
+            run.limits = dict(handle.limits)
+            run.fp_state = handle.fp_state
     finally:
         if handle is not None:
             handle.close()
