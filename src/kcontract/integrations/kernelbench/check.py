@@ -420,16 +420,15 @@ class ModuleCheck(Measurement):
         v = None
         sig = {}
         if status == Status.VIOLATION:
-            v = make_violation(cmp, contract_id=f"kb-{cls.lower()}", contract_class=cls,
+            v = make_violation(cmp, contract_id=result_id(cls), contract_class=cls,
                                code=code or f"{cls}.violated", message=message,
                                quantities=quantities, case=case,
-                               reproduce=f"{self.reproduce} --contract {cls}")
+                               reproduce=self.reproduce_of(cls))
             sig = {"code": v.code, **dict(quantities or {})}
-        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=status,
+        return ContractResult(contract=cls, id=result_id(cls), verdict=status,
                               message=message, tolerance=self.tolerance_text(cls), violation=v,
                               signature=sig, cases=cases, seconds=time.perf_counter() - t0,
-                              reproduce=f"{self.reproduce} --contract {cls}",
-                              details=dict(details or {}))
+                              reproduce=self.reproduce_of(cls), details=dict(details or {}))
 
     # -- the classes ---------------------------------------------------------------------
     def run_class(self, cls: str) -> ContractResult:
@@ -443,13 +442,8 @@ class ModuleCheck(Measurement):
         try:
             res = fn(cls, t0)
         except KernelFailure as fail:
-            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=fail.case,
-                          code=fail.code, message=fail.message,
-                          reproduce=f"{self.reproduce} --contract {cls}")
-            res = ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                                 message=fail.message, violation=v, signature={"code": fail.code},
-                                 seconds=time.perf_counter() - t0,
-                                 reproduce=f"{self.reproduce} --contract {cls}")
+            res = error_result(cls, fail.code, fail.message, self.reproduce_of(cls),
+                               case=fail.case, violation=True, t0=t0)
         except UsageError:
             raise  # the reference itself does not run at its own sizes: not a verdict
         except Exception as exc:  # noqa: BLE001 - the checker's own handling of the problem
@@ -469,10 +463,10 @@ class ModuleCheck(Measurement):
             tb = tb.tb_next
         message = (f"the checker could not handle this problem's inputs or outputs{where}: "
                    f"{type(exc).__name__}: {str(exc)[:300]}; this is no verdict on the candidate")
-        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                              message=message, signature={"code": code},
-                              seconds=time.perf_counter() - t0,
-                              reproduce=f"{self.reproduce} --contract {cls}")
+        return error_result(cls, code, message, self.reproduce_of(cls), t0=t0)
+
+    def reproduce_of(self, cls: str) -> str:
+        return f"{self.reproduce} --contract {cls}"
 
     def _sweep(self, label, over, families, trials=1, salt: str = ""):
         comps, skipped = [], 0
@@ -763,6 +757,27 @@ class ModuleCheck(Measurement):
         return cmp_a, CaseSummary.of(self.compare(orc, case_b, args, out_b, ref, low))
 
 
+def result_id(cls: str) -> str:
+    """The id of a KernelBench run's result for class ``cls``."""
+    return f"kb-{cls.lower()}"
+
+
+def error_result(cls: str, code: str, message: str, reproduce: str = "", *,
+                 case: Optional[Case] = None, violation: bool = False,
+                 signature: Optional[Mapping] = None, t0: Optional[float] = None
+                 ) -> ContractResult:
+    """An ``error`` verdict for class ``cls``: the candidate's failure (``violation``: with
+    the failing case, as the runner's), the checker's own, a load error, or a class left
+    unmeasured after tampering (``signature``: the tampering's)."""
+    v = Violation(contract_id=result_id(cls), contract_class=cls, case=case, code=code,
+                  message=message, reproduce=reproduce) if violation else None
+    return ContractResult(contract=cls, id=result_id(cls), verdict=Status.ERROR,
+                          message=message, violation=v,
+                          signature=dict(signature) if signature else {"code": code},
+                          seconds=time.perf_counter() - t0 if t0 is not None else 0.0,
+                          reproduce=reproduce)
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """Whether an exception is memory running out (Python's, numpy's, or torch's CPU
     allocator, which raises a RuntimeError)."""
@@ -873,9 +888,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             run.kernel_hash = info.get("source_sha256", "")
         except KernelLoadError as exc:
             for cls in wanted:
-                run.results.append(ContractResult(contract=cls, id=f"kb-{cls.lower()}",
-                                                  verdict=Status.ERROR, message=str(exc),
-                                                  signature={"code": "kernel.load"}))
+                run.results.append(error_result(cls, "kernel.load", str(exc)))
             handle = None
         if handle is not None:
             mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress, train=train)
@@ -884,10 +897,10 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             for cls in order:
                 if tampered is not None:
                     # measurements of a candidate that tampered with its process mean nothing
-                    run.results.append(ContractResult(
-                        contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                        message=f"not measured: {tampered.contract} found {tampered.message}",
-                        signature=dict(tampered.signature), reproduce=tampered.reproduce))
+                    run.results.append(error_result(
+                        cls, tampered.signature.get("code", ""),
+                        f"not measured: {tampered.contract} found {tampered.message}",
+                        tampered.reproduce, signature=tampered.signature))
                     continue
                 res = mc.run_class(cls)
                 run.results.append(res)
