@@ -326,9 +326,11 @@ class ModuleCheck(Measurement):
                     extra={"shape": label, **extra})
 
     def inputs(self, over, family: str, trial: int, salt: str = "") -> list:
-        s = int(np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
-                .integers(0, 2 ** 31 - 1))
-        return self.op.args(over, family, s)
+        """One case's inputs, in ``get_inputs()`` order: the op's own generator
+        (:meth:`ProblemOp.generate`) under this case's seed."""
+        rng = np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
+        x = self.op.generate({**self.problem.constants, **over}, self.fmt, family, rng)
+        return [x[k] for k in self.op.inputs]
 
     def call(self, args: list, case: Case, layout: str = "", handle=None) -> CallResult:
         """One call of the candidate through the sandbox's call (decoys, the input arena,
