@@ -76,8 +76,8 @@ from ...classes.common import worst
 from ...classes.ordering import bits_differ, diff_pattern
 from ...errors import UsageError
 from ...formats import get_format
-from .problem_op import (DTYPES, Oracle, Problem, ProblemOp, _is_float_array, _to_plain,
-                         _torch, call_seed, inject_exceptional, inputs_digest, load_problem,
+from .problem_op import (DTYPES, CaseInputs, Oracle, Problem, ProblemOp, _is_float_array,
+                         _to_plain, _torch, call_seed, inject_exceptional, inputs_digest, load_problem,
                          make_inputs, shape_variants, storage_dtype, zlib_crc)
 from .scale import Scaling
 
@@ -283,7 +283,7 @@ class ModuleCheck(Measurement):
             label, over = todo.pop(0)
             try:
                 orc = self.oracle(label, over)
-                args = self.op.args(over, "problem", self.input_seed)
+                args = orc.take_first_inputs() or self.op.args(over, "problem", self.input_seed)
                 ref = orc.reference(args)
                 if label != "basic" and not np.all(np.isfinite(ref)):
                     raise ValueError("the reference gives non-finite values")
@@ -330,7 +330,7 @@ class ModuleCheck(Measurement):
         (:meth:`ProblemOp.generate`) under this case's seed."""
         rng = np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
         x = self.op.generate({**self.problem.constants, **over}, self.fmt, family, rng)
-        return [x[k] for k in self.op.inputs]
+        return CaseInputs(x[k] for k in self.op.inputs)
 
     def call(self, args: list, case: Case, layout: str = "", handle=None) -> CallResult:
         """One call of the candidate through the sandbox's call (decoys, the input arena,
@@ -356,7 +356,7 @@ class ModuleCheck(Measurement):
         as non-contiguous views (transposed, strided) holding the same values."""
         orc = self.use(label, over)
         case = self.case(label, over, family, trial, **({"layout": layout} if layout else {}))
-        args = args if args is not None else self.inputs(over, family, trial, salt)
+        args = CaseInputs(args) if args is not None else self.inputs(over, family, trial, salt)
         t0 = time.perf_counter()
         ref = orc.reference(args)
         low = orc.at_dtype(args)
@@ -742,7 +742,7 @@ class ModuleCheck(Measurement):
         cmp_a = self.remember(args, out_a, self.compare(orc, case_a, args, out_a, ref, low))
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
-        payload = {"args": args, "reference": self.problem.path, "source": self.problem.source,
+        payload = {"args": list(args), "reference": self.problem.path, "source": self.problem.source,
                    "init_inputs": [_to_plain(v) for v in orc.init], "seed": self.build_seed,
                    "poison": False}
         if self.train:
