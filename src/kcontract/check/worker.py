@@ -251,9 +251,9 @@ def shared_native(ad, view: np.ndarray, device: str):
 
 
 def native_value(ad, value, device: str = "cpu"):
-    """numpy arrays become the framework's arrays; plain Python values (sizes, flags) stay
-    as they are."""
-    if isinstance(value, np.ndarray):
+    """numpy arrays (and numpy scalars, as 0-d arrays) become the framework's arrays; plain
+    Python values (sizes, flags) stay as they are."""
+    if isinstance(value, (np.ndarray, np.generic)):
         return ad.to_native(value, device)
     return value
 
