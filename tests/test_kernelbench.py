@@ -449,3 +449,19 @@ def test_a_problem_is_an_op():
     lse = np.log(np.exp(logits).sum(axis=1))
     want = np.mean(lse - logits[np.arange(5), x["arg1"]])
     assert np.isclose(op.oracle(x), want, rtol=1e-12)
+
+
+def test_candidate_worker_answers_the_kernel_workers_verbs_and_the_run_records_it():
+    """The candidate's worker serves the kernel worker's verbs (``modules`` among them), and
+    a run records what it records for any kernel: the modules, the limits, the FP reader."""
+    from kcontract.integrations.kernelbench.check import ModelProcess
+    cand = KB / "matmul" / "new_honest.py"
+    with ModelProcess(str(cand), dtype="float32") as handle:
+        status, payload = handle._request(("modules", {}), 30.0)
+        assert status == "ok", payload
+        assert str(cand.resolve()) in payload["files"]
+    run = check_kernelbench(str(KB / "matmul" / "problem.py"), str(cand), seed=SEED,
+                            classes=["C-PRC-01"], kernelbench=False)
+    assert str(cand.resolve()) in [m["path"] for m in run.run.modules]
+    assert {"memory", "processes"} <= set(run.run.limits)
+    assert run.run.fp_state in ("checker (ptrace)", "worker-reported")

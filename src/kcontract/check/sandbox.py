@@ -771,10 +771,14 @@ class KernelProcess:
                                                + files)))
 
     def call(self, args: list, kwargs: dict | None = None, *, poison: bool = True,
-             timeout: Optional[float] = None, layout: Optional[str] = None) -> CallResult:
+             timeout: Optional[float] = None, layout: Optional[str] = None,
+             extra: Optional[dict] = None) -> CallResult:
+        """One call of the kernel on ``args``, with its decoys, its inputs in the shared
+        arena (checked here afterwards) and the FP-register read.  ``extra``: more payload
+        for a worker that takes it (KernelBench's ``rng_seed``), sent with the decoys too."""
         nbytes = int(sum(getattr(a, "nbytes", 0) for a in args))
         if self.decoys:
-            tampered = self._decoy_calls(args, kwargs, layout, timeout)
+            tampered = self._decoy_calls(args, kwargs, layout, timeout, extra)
             if tampered is not None:
                 return tampered
         if self.ensure_alive():
@@ -782,9 +786,9 @@ class KernelProcess:
         args = list(args)
         descs = self.arena.put(args)
         sent = [None if d is not None else a for a, d in zip(args, descs)]
-        res = self.request("call", {"args": sent, "shared": descs, "kwargs": kwargs or {},
-                                    "poison": poison, "poison_bytes": nbytes, "layout": layout},
-                           timeout)
+        res = self.request("call", {**(extra or {}), "args": sent, "shared": descs,
+                                    "kwargs": kwargs or {}, "poison": poison,
+                                    "poison_bytes": nbytes, "layout": layout}, timeout)
         if self.arena is not None and not layout:
             # the parent's own look at the inputs, whatever the worker says about them
             for i in self.arena.changed(args, descs):
@@ -795,7 +799,7 @@ class KernelProcess:
             self.check_fp_state(res)
         return res
 
-    def _decoy_calls(self, args, kwargs, layout, timeout) -> Optional[CallResult]:
+    def _decoy_calls(self, args, kwargs, layout, timeout, extra=None) -> Optional[CallResult]:
         """Calls whose outputs nobody looks at, on the real call's shapes with its values
         shuffled: a burst of a secret, random length (:data:`DECOY_BURST`) before the
         first call of every worker, and now and then one between calls.  A kernel cannot
@@ -819,8 +823,8 @@ class KernelProcess:
         last = None
         for i in range(count):
             fake = [_shuffled(a) for a in args]
-            res = self.request("call", {"args": fake, "kwargs": kwargs or {}, "poison": False,
-                                        "layout": layout}, timeout)
+            res = self.request("call", {**(extra or {}), "args": fake, "kwargs": kwargs or {},
+                                        "poison": False, "layout": layout}, timeout)
             if any(f.startswith(TAMPERING) for f in res.flags) or res.status in LIMIT_STATUSES:
                 return res
             if res.ok and isinstance(res.out, np.ndarray):

@@ -250,6 +250,14 @@ def shared_native(ad, view: np.ndarray, device: str):
     return ad.to_native(np.array(view), device)
 
 
+def native_value(ad, value, device: str = "cpu"):
+    """numpy arrays (and numpy scalars, as 0-d arrays) become the framework's arrays; plain
+    Python values (sizes, flags) stay as they are."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return ad.to_native(value, device)
+    return value
+
+
 class Worker:
     def __init__(self):
         self.arena_fd = None
@@ -329,10 +337,10 @@ class Worker:
         if shared and self.arena_fd is not None:
             views = _arena_views(self.arena_fd, shared)
             natives = [shared_native(ad, v, self.device) if v is not None
-                       else ad.to_native(a, self.device) for a, v in zip(arrays, views)]
+                       else native_value(ad, a, self.device) for a, v in zip(arrays, views)]
             arrays = [np.array(v) if v is not None else a for a, v in zip(arrays, views)]
         else:
-            natives = [ad.to_native(a, self.device) for a in arrays]
+            natives = [native_value(ad, a, self.device) for a in arrays]
         if payload.get("layout"):
             natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n for n in natives]
         flags = self.late_writes()

@@ -76,8 +76,8 @@ from ...classes.common import worst
 from ...classes.ordering import bits_differ, diff_pattern
 from ...errors import UsageError
 from ...formats import get_format
-from .problem_op import (DTYPES, Oracle, Problem, ProblemOp, _is_float_array, _to_plain,
-                         _torch, call_seed, inject_exceptional, inputs_digest, load_problem,
+from .problem_op import (DTYPES, CaseInputs, Oracle, Problem, ProblemOp, _is_float_array,
+                         _to_plain, _torch, call_seed, inject_exceptional, inputs_digest, load_problem,
                          make_inputs, shape_variants, storage_dtype, zlib_crc)
 from .scale import Scaling
 
@@ -105,13 +105,17 @@ class ModelProcess(KernelProcess):
     worker_module = "kcontract.integrations.kernelbench.worker"
 
     def __init__(self, candidate: str, *, dtype: str, device: str = "cpu",
-                 timeout: float = 60.0, train: bool = False):
-        super().__init__(f"{os.path.abspath(candidate)}:ModelNew", framework="torch",
-                         device=device, timeout=timeout)
+                 timeout: float = 60.0, train: bool = False, **options):
+        """``candidate``: the candidate's file (or a ``file:ModelNew`` spec); ``options``:
+        :class:`KernelProcess`'s own (``load_timeout``, ``sandbox``, ``decoys``...)."""
+        kernel = candidate if candidate.endswith(":ModelNew") else \
+            f"{os.path.abspath(candidate)}:ModelNew"
+        super().__init__(kernel, framework="torch", device=device, timeout=timeout, **options)
         self.dtype = dtype
         self.train = train
         self._build: Optional[dict] = None
         self.built: dict = {}
+        self._reply: dict = {}
 
     def load_payload(self) -> dict:
         d = super().load_payload()
@@ -125,26 +129,47 @@ class ModelProcess(KernelProcess):
         return info
 
     def build(self, init_inputs: list, state: Optional[dict], seed: int) -> dict:
-        self._build = {"init_inputs": [_to_plain(v) for v in init_inputs], "state": state,
-                       "seed": seed, "train": self.train}
+        return self.build_from({"init_inputs": [_to_plain(v) for v in init_inputs],
+                                "state": state, "seed": seed, "train": self.train})
+
+    def build_from(self, build: dict) -> dict:
+        self._build = dict(build)
         if self.ensure_alive():  # a fresh worker builds as it starts
             return self.built
         return self._send_build()
 
     def _send_build(self) -> dict:
-        status, payload = self._request(("build", self._build), self.load_timeout)
-        if status != "ok":
-            res = CallResult.from_reply(status, payload)
-            if status in ("crashed", "timeout"):
-                self.close()
-            raise KernelFailure(FAILURE_CODES.get(status, f"kernel.{status}"),
+        res = self.request("build", self._build, self.load_timeout)
+        if not res.ok:
+            raise KernelFailure(FAILURE_CODES.get(res.status, f"kernel.{res.status}"),
                                 "ModelNew(*get_init_inputs()) failed: " + res.describe())
-        self.built = payload
-        return payload
+        self.built = self._reply
+        return self.built
 
     def raw(self, verb: str, payload: dict, timeout: Optional[float] = None):
-        self.ensure_alive()
-        return self._request((verb, payload), timeout or self.timeout)
+        """One request, its reply as (status, payload)."""
+        res = self.request(verb, payload, timeout)
+        return res.status, (self._reply if res.ok else {"message": res.error,
+                                                        "type": res.error_type})
+
+    def _request(self, msg, timeout: float):
+        # the last reply's payload as sent (a CallResult keeps a call's fields only): what
+        # `build` and `kernelbench` answer
+        status, payload = super()._request(msg, timeout)
+        self._reply = payload if isinstance(payload, dict) else {}
+        return status, payload
+
+    def sibling(self) -> "ModelProcess":
+        """A second worker for the same candidate (its own process and hash seed), built as
+        this one was (see :meth:`KernelProcess.sibling`)."""
+        if self._sibling is None:
+            self._sibling = type(self)(self.kernel, dtype=self.dtype, device=self.device,
+                                       timeout=self.timeout, train=self.train,
+                                       load_timeout=self.load_timeout, paths=self.paths,
+                                       sandbox=self.sandbox, decoys=self.decoys)
+        if self._build is not None and self._sibling._build != self._build:
+            self._sibling.build_from(self._build)
+        return self._sibling
 
 
 # -- the check -----------------------------------------------------------------------------
@@ -258,7 +283,7 @@ class ModuleCheck(Measurement):
             label, over = todo.pop(0)
             try:
                 orc = self.oracle(label, over)
-                args = self.op.args(over, "problem", self.input_seed)
+                args = orc.take_first_inputs() or self.op.args(over, "problem", self.input_seed)
                 ref = orc.reference(args)
                 if label != "basic" and not np.all(np.isfinite(ref)):
                     raise ValueError("the reference gives non-finite values")
@@ -301,18 +326,20 @@ class ModuleCheck(Measurement):
                     extra={"shape": label, **extra})
 
     def inputs(self, over, family: str, trial: int, salt: str = "") -> list:
-        s = int(np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
-                .integers(0, 2 ** 31 - 1))
-        return self.op.args(over, family, s)
+        """One case's inputs, in ``get_inputs()`` order: the op's own generator
+        (:meth:`ProblemOp.generate`) under this case's seed."""
+        rng = np.random.default_rng([self.input_seed, trial, zlib_crc(family + salt)])
+        x = self.op.generate({**self.problem.constants, **over}, self.fmt, family, rng)
+        return CaseInputs(x[k] for k in self.op.inputs)
 
-    def call(self, args: list, case: Case, verb: str = "call", extra: Optional[dict] = None
-             ) -> CallResult:
-        payload = {"args": args, "poison": True,
-                   "poison_bytes": int(sum(getattr(a, "nbytes", 0) for a in args))}
-        if self.train:  # the seed the reference's forward pass on these inputs runs under
-            payload["rng_seed"] = call_seed(args)
-        payload.update(extra or {})
-        return self.timed_call(lambda: self.handle.request(verb, payload))
+    def call(self, args: list, case: Case, layout: str = "", handle=None) -> CallResult:
+        """One call of the candidate through the sandbox's call (decoys, the input arena,
+        the FP-register read); ``handle``: another worker (the sibling) than the main one."""
+        handle = handle or self.handle
+        # in training mode, the seed the reference's forward pass on these inputs runs under
+        extra = {"rng_seed": call_seed(args)} if self.train else None
+        return self.timed_call(lambda: handle.call(args, {}, layout=layout or None,
+                                                   extra=extra))
 
     def validate(self, res: CallResult, case: Case, ref: np.ndarray) -> np.ndarray:
         raise_for_failure(res, case)
@@ -329,15 +356,14 @@ class ModuleCheck(Measurement):
         as non-contiguous views (transposed, strided) holding the same values."""
         orc = self.use(label, over)
         case = self.case(label, over, family, trial, **({"layout": layout} if layout else {}))
-        args = args if args is not None else self.inputs(over, family, trial, salt)
+        args = CaseInputs(args) if args is not None else self.inputs(over, family, trial, salt)
         t0 = time.perf_counter()
         ref = orc.reference(args)
         low = orc.at_dtype(args)
         self.timings["oracle"] += time.perf_counter() - t0
         if not _in_domain(args, ref, low):
             return None
-        out = self.validate(self.call(args, case, extra={"layout": layout} if layout else None),
-                            case, ref)
+        out = self.validate(self.call(args, case, layout), case, ref)
         cmp = self.compare(orc, case, args, out, ref, low)
         return self.remember(args, out, cmp), out
 
@@ -396,16 +422,15 @@ class ModuleCheck(Measurement):
         v = None
         sig = {}
         if status == Status.VIOLATION:
-            v = make_violation(cmp, contract_id=f"kb-{cls.lower()}", contract_class=cls,
+            v = make_violation(cmp, contract_id=result_id(cls), contract_class=cls,
                                code=code or f"{cls}.violated", message=message,
                                quantities=quantities, case=case,
-                               reproduce=f"{self.reproduce} --contract {cls}")
+                               reproduce=self.reproduce_of(cls))
             sig = {"code": v.code, **dict(quantities or {})}
-        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=status,
+        return ContractResult(contract=cls, id=result_id(cls), verdict=status,
                               message=message, tolerance=self.tolerance_text(cls), violation=v,
                               signature=sig, cases=cases, seconds=time.perf_counter() - t0,
-                              reproduce=f"{self.reproduce} --contract {cls}",
-                              details=dict(details or {}))
+                              reproduce=self.reproduce_of(cls), details=dict(details or {}))
 
     # -- the classes ---------------------------------------------------------------------
     def run_class(self, cls: str) -> ContractResult:
@@ -419,13 +444,8 @@ class ModuleCheck(Measurement):
         try:
             res = fn(cls, t0)
         except KernelFailure as fail:
-            v = Violation(contract_id=f"kb-{cls.lower()}", contract_class=cls, case=fail.case,
-                          code=fail.code, message=fail.message,
-                          reproduce=f"{self.reproduce} --contract {cls}")
-            res = ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                                 message=fail.message, violation=v, signature={"code": fail.code},
-                                 seconds=time.perf_counter() - t0,
-                                 reproduce=f"{self.reproduce} --contract {cls}")
+            res = error_result(cls, fail.code, fail.message, self.reproduce_of(cls),
+                               case=fail.case, violation=True, t0=t0)
         except UsageError:
             raise  # the reference itself does not run at its own sizes: not a verdict
         except Exception as exc:  # noqa: BLE001 - the checker's own handling of the problem
@@ -445,10 +465,10 @@ class ModuleCheck(Measurement):
             tb = tb.tb_next
         message = (f"the checker could not handle this problem's inputs or outputs{where}: "
                    f"{type(exc).__name__}: {str(exc)[:300]}; this is no verdict on the candidate")
-        return ContractResult(contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                              message=message, signature={"code": code},
-                              seconds=time.perf_counter() - t0,
-                              reproduce=f"{self.reproduce} --contract {cls}")
+        return error_result(cls, code, message, self.reproduce_of(cls), t0=t0)
+
+    def reproduce_of(self, cls: str) -> str:
+        return f"{self.reproduce} --contract {cls}"
 
     def _sweep(self, label, over, families, trials=1, salt: str = ""):
         comps, skipped = [], 0
@@ -508,7 +528,10 @@ class ModuleCheck(Measurement):
         outs = []
         for rep in range(3):
             case = self.case("basic", {}, "normal", 0, repeat=rep)
-            outs.append(self.validate(self.call(args, case), case, ref))
+            # the last repetition in a second worker (another process, another hash seed),
+            # as the suite's ordering.repeat does: "deterministic" holds across processes
+            handle = self.handle.sibling() if rep == 2 else None
+            outs.append(self.validate(self.call(args, case, handle=handle), case, ref))
         for rep in (1, 2):
             a, b = np.asarray(outs[0]), np.asarray(outs[rep])
             diff = bits_differ(a, b)  # bit for bit: -0.0 against 0.0 counts too
@@ -719,10 +742,12 @@ class ModuleCheck(Measurement):
         cmp_a = self.remember(args, out_a, self.compare(orc, case_a, args, out_a, ref, low))
         case_b = self.case("basic", {}, "problem", 0, order="reference-first")
         # no poison here: what the reference leaves behind is the point
-        res_b = self.call(args, case_b, "order", {"reference": self.problem.path,
-                                                  "source": self.problem.source,
-                                                  "init_inputs": [_to_plain(v) for v in orc.init],
-                                                  "seed": self.build_seed, "poison": False})
+        payload = {"args": list(args), "reference": self.problem.path, "source": self.problem.source,
+                   "init_inputs": [_to_plain(v) for v in orc.init], "seed": self.build_seed,
+                   "poison": False}
+        if self.train:
+            payload["rng_seed"] = call_seed(args)
+        res_b = self.timed_call(lambda: self.handle.request("order", payload))
         if res_b.status == "raised" and res_b.error_type == "ReferenceUnavailable":
             return cmp_a, None  # the reference does not run in the worker: one order only
         try:
@@ -732,6 +757,27 @@ class ModuleCheck(Measurement):
                 raise
             return cmp_a, fail  # fails only after the reference ran: the order is at fault
         return cmp_a, CaseSummary.of(self.compare(orc, case_b, args, out_b, ref, low))
+
+
+def result_id(cls: str) -> str:
+    """The id of a KernelBench run's result for class ``cls``."""
+    return f"kb-{cls.lower()}"
+
+
+def error_result(cls: str, code: str, message: str, reproduce: str = "", *,
+                 case: Optional[Case] = None, violation: bool = False,
+                 signature: Optional[Mapping] = None, t0: Optional[float] = None
+                 ) -> ContractResult:
+    """An ``error`` verdict for class ``cls``: the candidate's failure (``violation``: with
+    the failing case, as the runner's), the checker's own, a load error, or a class left
+    unmeasured after tampering (``signature``: the tampering's)."""
+    v = Violation(contract_id=result_id(cls), contract_class=cls, case=case, code=code,
+                  message=message, reproduce=reproduce) if violation else None
+    return ContractResult(contract=cls, id=result_id(cls), verdict=Status.ERROR,
+                          message=message, violation=v,
+                          signature=dict(signature) if signature else {"code": code},
+                          seconds=time.perf_counter() - t0 if t0 is not None else 0.0,
+                          reproduce=reproduce)
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -844,9 +890,7 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             run.kernel_hash = info.get("source_sha256", "")
         except KernelLoadError as exc:
             for cls in wanted:
-                run.results.append(ContractResult(contract=cls, id=f"kb-{cls.lower()}",
-                                                  verdict=Status.ERROR, message=str(exc),
-                                                  signature={"code": "kernel.load"}))
+                run.results.append(error_result(cls, "kernel.load", str(exc)))
             handle = None
         if handle is not None:
             mc = ModuleCheck(problem, handle, dtype, seed, claims, repro, progress, train=train)
@@ -855,10 +899,10 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             for cls in order:
                 if tampered is not None:
                     # measurements of a candidate that tampered with its process mean nothing
-                    run.results.append(ContractResult(
-                        contract=cls, id=f"kb-{cls.lower()}", verdict=Status.ERROR,
-                        message=f"not measured: {tampered.contract} found {tampered.message}",
-                        signature=dict(tampered.signature), reproduce=tampered.reproduce))
+                    run.results.append(error_result(
+                        cls, tampered.signature.get("code", ""),
+                        f"not measured: {tampered.contract} found {tampered.message}",
+                        tampered.reproduce, signature=tampered.signature))
                     continue
                 res = mc.run_class(cls)
                 run.results.append(res)
@@ -873,6 +917,9 @@ def check_kernelbench(reference: str, candidate: str, *, dtype: str = "float32",
             if kernelbench:
                 out.kernelbench = kernelbench_verdict(handle, reference, dtype, problem.source)
             run.modules = handle.modules()
+            # what enforced the worker's limits and who read its FP registers, as every run
+            run.limits = dict(handle.limits)
+            run.fp_state = handle.fp_state
     finally:
         if handle is not None:
             handle.close()

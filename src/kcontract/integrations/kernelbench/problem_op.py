@@ -309,6 +309,13 @@ class Oracle:
         #: the largest measured sensitivity seen, in units of u * magnitude (>> 1: the
         #: inputs are ill-conditioned for this module)
         self.condition = 0.0
+        #: the problem's own inputs this oracle was first run on, until the first case that
+        #: wants them takes them (:meth:`take_first_inputs`): drawn once, not twice
+        self.first_inputs: Optional[list] = None
+
+    def take_first_inputs(self) -> Optional[list]:
+        args, self.first_inputs = self.first_inputs, None
+        return args
 
     @contextmanager
     def aligned(self, args: Sequence):
@@ -525,9 +532,25 @@ def storage_dtype(name: str) -> np.dtype:
         return np.dtype(name)
 
 
+class CaseInputs(list):
+    """One case's inputs, never changed once drawn: their digest (:func:`inputs_digest`,
+    and the training seed drawn from it) is computed once however many steps of the case
+    ask for it (the reference, at the dtype, its magnitude, its sensitivity, the call)."""
+
+    digest: Optional[str] = None
+
+
 def inputs_digest(args) -> str:
     """The identity of a call's inputs: :func:`~kcontract.check.sandbox.output_digest` of
     every array, the ``repr`` of every other value."""
+    if isinstance(args, CaseInputs):
+        if args.digest is None:
+            args.digest = _digest(args)
+        return args.digest
+    return _digest(args)
+
+
+def _digest(args) -> str:
     h = hashlib.sha1()
     for a in args:
         h.update((output_digest(a) if isinstance(a, np.ndarray) else repr(a)).encode())
@@ -605,7 +628,8 @@ class ProblemOp(Op):
         problem's own inputs fixes the output dtype)."""
         if label not in self.oracles:
             orc = Oracle(self.problem, over, self.dtype_name, self.build_seed, self.train)
-            orc.at_dtype(self.args(over, "problem", self.input_seed))
+            orc.first_inputs = self.args(over, "problem", self.input_seed)
+            orc.at_dtype(orc.first_inputs)
             self.oracles[label] = orc
         return self.oracles[label]
 

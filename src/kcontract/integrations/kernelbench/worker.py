@@ -13,8 +13,9 @@ for the transport and the integrity checks it shares).  Verbs:
     ``.train()`` with ``train`` (``--train``: then every call carries ``rng_seed``, the seed
     the reference's forward pass on the same inputs ran under, set just before the call).
 ``call``
-    one forward pass under ``torch.no_grad()`` on fresh copies of the inputs,
-    with the same integrity flags as the kernel worker.
+    the kernel worker's call (:mod:`kcontract.check.worker`: inputs in the shared arena,
+    late writes, the same integrity flags), one forward pass under ``torch.no_grad()``;
+    ``modules`` and ``ping`` are the kernel worker's too.
 ``order``
     run the reference model here *first*, then the candidate, on one input:
     what a checker that shares one process between them (KernelBench) lets a
@@ -29,13 +30,13 @@ The float64 oracle never enters this process.
 """
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 
 import numpy as np
 
+from ...check import worker as check_worker
 from ...check.worker import Worker, kernel_identity, resolve_kernel
+from ...check.worker import native_value as _native_value
 
 
 def _torch():
@@ -92,19 +93,14 @@ class ModelWorker(Worker):
         return self.build_info
 
     # -- calls --------------------------------------------------------------------------
-    def call(self, payload):
-        torch = _torch()
+    def invoke(self, natives: list, kwargs: dict, payload: dict, fn=None):
+        """The base worker's call (see :meth:`~kcontract.check.worker.Worker.call`: the
+        input arena, late writes, the integrity flags), on the built model, under
+        ``torch.no_grad()`` and the seed of ``rng_seed`` when the call carries one."""
         if self.fn is None:
-            return "raised", {"type": "ProtocolError", "message": "call before build"}
-        ad = self.adapter
-        arrays = payload["args"]
-        natives = [_native_value(ad, a, self.device) for a in arrays]
-        if payload.get("layout"):  # the same values as non-contiguous views
-            natives = [ad.relayout(n, payload["layout"]) if ad.is_array(n) else n
-                       for n in natives]
-        with torch.no_grad():
-            out, seconds, flags = self.invoke(natives, {}, payload, fn=self._seeded(payload))
-        return self.inspect(out, arrays, natives, flags, seconds)
+            raise ProtocolError("call before build")
+        with _torch().no_grad():
+            return super().invoke(natives, kwargs, payload, fn=fn or self._seeded(payload))
 
     def _seeded(self, payload):
         """The model, under the seed the reference ran with in training mode (``rng_seed``:
@@ -204,6 +200,10 @@ class ModelWorker(Worker):
         return self.reference
 
 
+class ProtocolError(Exception):
+    """A request the worker cannot answer in its state (a call before the build)."""
+
+
 class ReferenceUnavailable(Exception):
     """The reference model could not load or run in the candidate's process."""
 
@@ -218,46 +218,16 @@ def _malloc_perturb(value: int) -> None:
         pass
 
 
-def _native_value(ad, value, device: str = "cpu"):
-    """numpy arrays become tensors; plain Python values (sizes, flags) stay as they are."""
-    if isinstance(value, np.ndarray):
-        return ad.to_native(value, device)
-    return value
-
-
-def serve(fd: int) -> None:
-    from multiprocessing.connection import Connection
-    conn = Connection(fd)
+def serve(fd: int, arena_fd: "int | None" = None) -> None:
+    """The base worker's loop (:func:`kcontract.check.worker.serve`: ``load``, ``call``,
+    ``modules``, ``ping``, the shared input arena) with this worker's verbs."""
     worker = ModelWorker()
-    verbs = {"load": lambda p: ("ok", worker.load(p)), "build": lambda p: ("ok", worker.build(p)),
-             "call": worker.call, "order": worker.order, "kernelbench": worker.kernelbench,
-             "ping": lambda p: ("ok", {"pid": os.getpid()})}
-    while True:
-        try:
-            verb, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        if verb == "exit":
-            conn.send(("ok", {}))
-            return
-        try:
-            if verb not in verbs:
-                reply = ("raised", {"type": "ProtocolError", "message": f"unknown verb {verb}"})
-            else:
-                reply = verbs[verb](payload)
-        except BaseException as exc:  # the candidate's exception, reported as data
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            reply = ("raised", {"type": type(exc).__name__, "message": str(exc)[:2000],
-                                "traceback": traceback.format_exc(limit=8)[-4000:]})
-        try:
-            conn.send(reply)
-        except Exception as exc:  # unpicklable output etc.
-            conn.send(("raised", {"type": "TransportError",
-                                  "message": f"could not return the candidate's result: {exc}"}))
+    check_worker.serve(fd, arena_fd, worker=worker,
+                       verbs={"build": lambda p: ("ok", worker.build(p)), "order": worker.order,
+                              "kernelbench": worker.kernelbench})
 
 
 __all__ = ["ModelWorker", "kernel_identity", "serve"]
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the parent
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
