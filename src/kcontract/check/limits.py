@@ -24,6 +24,7 @@ memory, or of the checker's own cgroup limit when lower), ``KCONTRACT_WORKER_PRO
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -88,6 +89,12 @@ def own_cgroups(pid: str = "self") -> dict:
 
 def _mounts() -> dict:
     """``{"v2": mountpoint, "memory": v1 mountpoint, "pids": v1 mountpoint}`` as mounted."""
+    return dict(_mount_table())
+
+
+@functools.lru_cache(maxsize=None)
+def _mount_table() -> tuple:
+    """The cgroup mount points, read once (every worker start asks)."""
     out = {}
     for line in _read("/proc/self/mountinfo").splitlines():
         left, _, right = line.partition(" - ")
@@ -101,7 +108,7 @@ def _mounts() -> dict:
             for c in ("memory", "pids"):
                 if c in opts:
                     out.setdefault(c, point)
-    return out
+    return tuple(out.items())
 
 
 def machine_memory() -> int:

@@ -7,6 +7,7 @@ interface and runs the kernel in this process (``--in-process``, for debugging).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import mmap
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -263,7 +265,9 @@ def safe_loads(data: bytes):
     return reply
 
 
+@functools.lru_cache(maxsize=None)
 def _installation_roots() -> tuple:
+    """The Python installation's library folders and kcontract's own (found once)."""
     import sysconfig
     roots = {os.path.realpath(v) for k, v in sysconfig.get_paths().items()
              if k in ("stdlib", "platstdlib", "purelib", "platlib") and v}
@@ -496,9 +500,14 @@ class KernelProcess:
                                            memory=self.cgroup.limits.get("memory"),
                                            memory_by_cgroup="memory" in self.cgroup.how,
                                            processes=self.cgroup.limits.get("processes"))
-        self.proc = subprocess.Popen(
-            argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-            env=env, start_new_session=True, preexec_fn=preexec)
+        with warnings.catch_warnings():
+            # JAX warns on every fork of its multithreaded process; the child here runs only
+            # the system calls of ``preexec`` (no lock another thread could hold) and execs
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
+                                    category=RuntimeWarning)
+            self.proc = subprocess.Popen(
+                argv, pass_fds=(fd, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self._log,
+                stderr=self._log, env=env, start_new_session=True, preexec_fn=preexec)
         if self.cgroup is not None:
             self.cgroup.verify(self.proc.pid)
         self.limits = self._limits_record()
