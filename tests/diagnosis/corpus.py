@@ -104,9 +104,82 @@ def _jax_cpu_flushes() -> tuple:
     return ("C-PRC-03",) if y == 0.0 else ()
 
 
+def _torch_medium_rounds_operands() -> tuple:
+    """torch's float32 matmul under set_float32_matmul_precision('medium') against 'highest'
+    and against the float64 product of the operands rounded to bfloat16: on a CPU with
+    bfloat16 matrix units (AMX, AVX512-BF16) oneDNN rounds the operands to bfloat16; without
+    them 'medium' gives the same bits as 'highest'."""
+    import torch
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 256), torch.randn(256, 64)
+    torch.set_float32_matmul_precision("highest")
+    hi = a @ b
+    torch.set_float32_matmul_precision("medium")
+    med = a @ b
+    torch.set_float32_matmul_precision("highest")
+    if torch.equal(hi, med):
+        return ()
+    exact = a.double() @ b.double()
+    rounded = a.bfloat16().double() @ b.bfloat16().double()
+    closer = (med.double() - rounded).abs().max() < 0.1 * (med.double() - exact).abs().max()
+    return ("C-PRC-04",) if bool(closer) else ()
+
+
+def _jax_16bit(fn: str, dtype: str) -> tuple:
+    """JAX's ``fn`` (gelu, softmax, standardize) at a 16-bit ``dtype``, in JAX and numpy only:
+    C-PRC-01 when its jaxpr evaluates the formula's arithmetic in the 16-bit format and its
+    outputs err by more than the one rounding of a float32 evaluation (the same function on
+    the same values in float32, rounded once to ``dtype``, within 1 ulp of float64); plus
+    C-PRC-03 when a subnormal of ``dtype`` times 1 gives 0 at run time (bfloat16's
+    subnormals are float32's, which XLA's CPU backend flushes)."""
+    import math
+    import jax
+    jax.config.update("jax_platforms", "cpu")
+    import jax.numpy as jnp
+    import ml_dtypes  # noqa: F401  (bfloat16 for numpy)
+    import numpy as np
+    f = {"gelu": lambda v: jax.nn.gelu(v, approximate=False),
+         "softmax": lambda v: jax.nn.softmax(v, axis=-1),
+         "standardize": lambda v: jax.nn.standardize(v, axis=-1)}[fn]
+    dt = jnp.dtype(dtype)
+    x = np.random.default_rng(0).standard_normal((16, 256)).astype(dt)
+    out = np.asarray(f(jnp.asarray(x))).astype(np.float64)
+    once = np.asarray(f(jnp.asarray(x.astype(np.float32)))).astype(dt).astype(np.float64)
+    ulp = np.spacing(np.abs(once).astype(np.float32)).astype(np.float64) * \
+        2.0 ** (24 - jnp.finfo(dt).nmant - 1)
+    jaxpr = jax.make_jaxpr(f)(jnp.asarray(x[:1, :2]))
+    arith = {"exp", "erfc", "erf", "mul", "div", "sub", "rsqrt", "integer_pow", "square"}
+
+    def eqns(j):  # every equation, inside nested jit calls too
+        for e in j.eqns:
+            yield e
+            for p in e.params.values():
+                inner = getattr(p, "jaxpr", None)
+                if inner is not None:
+                    yield from eqns(getattr(inner, "jaxpr", inner))
+    in_16 = any(e.primitive.name in arith and any(str(v.aval.dtype) == dtype for v in e.outvars)
+                for e in eqns(jaxpr.jaxpr))
+    causes = []
+    if in_16 and float(np.max(np.abs(out - once) / ulp)) > 1.0:
+        causes.append("C-PRC-01")
+    tiny = float(jnp.finfo(dt).smallest_subnormal)
+    y = float(jax.jit(lambda a, b: a * b)(jnp.asarray(tiny, dt), jnp.asarray(1.0, dt)))
+    if y == 0.0 and math.isfinite(tiny):
+        causes.append("C-PRC-03")
+    return tuple(causes)
+
+
 EVIDENCE = {"torch_sdpa_flushes_probabilities": _torch_sdpa_flushes_probabilities,
             "torch_bf16_gelu_flushes": _torch_bf16_gelu_flushes,
-            "jax_cpu_flushes": _jax_cpu_flushes}
+            "jax_cpu_flushes": _jax_cpu_flushes,
+            "torch_medium_rounds_operands": _torch_medium_rounds_operands,
+            "jax_gelu_float16": lambda: _jax_16bit("gelu", "float16"),
+            "jax_gelu_bfloat16": lambda: _jax_16bit("gelu", "bfloat16"),
+            "jax_softmax_float16": lambda: _jax_16bit("softmax", "float16"),
+            "jax_softmax_bfloat16": lambda: _jax_16bit("softmax", "bfloat16"),
+            # the one-pass variance is documented (standardize's default algorithm="fast")
+            "jax_standardize_float16": lambda: _jax_16bit("standardize", "float16") + ("C-PRC-02",),
+            "jax_standardize_bfloat16": lambda: _jax_16bit("standardize", "bfloat16") + ("C-PRC-02",)}
 
 
 CASES = (
@@ -168,7 +241,8 @@ CASES = (
     # -- torch (CPU) --
     CorpusCase("torch-matmul-medium", "torch_matmul_medium", "matmul", "float32", (),
                "experiment: on a CPU without bf16 matrix units, 'medium' gives the same bits as "
-               "'highest'", framework="torch", needs="torch"),
+               "'highest'; with them (AMX, AVX512-BF16) the operands are rounded to bfloat16",
+               framework="torch", needs="torch", evidence="torch_medium_rounds_operands"),
     CorpusCase("torch-matmul-autocast-bf16", "torch_matmul_autocast_bf16", "matmul",
                "float32", ("C-PRC-04",), "torch.autocast('cpu') documents matmul running in "
                "bfloat16 (operands rounded, result in bfloat16)", framework="torch",
@@ -265,6 +339,37 @@ CASES = (
     CorpusCase("jax-embedding-index", "jax_embedding_index", "embedding", "float32",
                ("C-EXC-02",), "JAX's indexing documents clamping out-of-range indices",
                needs="jax"),
+    # -- JAX (CPU) at 16 bits: every op of the formula rounded to the input format --
+    CorpusCase("jax-gelu-erf-fp16", "jax_gelu_erf", "gelu", "float16", ("C-PRC-01",),
+               "experiment: the jaxpr evaluates erfc and the products in float16 and the "
+               "outputs err by more than float32's one rounding; float16 subnormals are "
+               "float32 normals (no flush)", needs="jax", evidence="jax_gelu_float16"),
+    CorpusCase("jax-gelu-erf-bf16", "jax_gelu_erf", "gelu", "bfloat16",
+               ("C-PRC-01", "C-PRC-03"), "experiment: bfloat16 ops in the jaxpr, errors past "
+               "one rounding; a bfloat16 subnormal times 1 gives 0", needs="jax",
+               evidence="jax_gelu_bfloat16"),
+    CorpusCase("jax-gelu-erf-bf16-declared", "jax_gelu_erf", "gelu", "bfloat16", (),
+               "the same, declared accumulate=bfloat16 and subnormals=flush", needs="jax",
+               declare={"accumulate": "bfloat16", "subnormals": "flush"}),
+    CorpusCase("jax-softmax-fp16", "jax_softmax", "softmax", "float16", ("C-PRC-01",),
+               "experiment: exp and the division in float16 in the jaxpr, errors past one "
+               "rounding; max subtracted (its source)", needs="jax",
+               evidence="jax_softmax_float16"),
+    CorpusCase("jax-softmax-bf16", "jax_softmax", "softmax", "bfloat16",
+               ("C-PRC-01", "C-PRC-03"), "experiment: bfloat16 ops, errors past one rounding, "
+               "subnormals flushed", needs="jax", evidence="jax_softmax_bfloat16"),
+    CorpusCase("jax-softmax-fp16-declared", "jax_softmax", "softmax", "float16", (),
+               "the same as jax-softmax-fp16, declared accumulate=float16", needs="jax",
+               declare={"accumulate": "float16"}),
+    CorpusCase("jax-layernorm-fast-fp16", "jax_layernorm_fast", "layernorm", "float16",
+               ("C-PRC-01", "C-PRC-02"), "experiment: float16 ops in the jaxpr, errors past "
+               "one rounding; the one-pass variance is standardize's documented default "
+               "(x² of large inputs overflows float16)", needs="jax",
+               evidence="jax_standardize_float16"),
+    CorpusCase("jax-layernorm-fast-bf16", "jax_layernorm_fast", "layernorm", "bfloat16",
+               ("C-PRC-01", "C-PRC-02", "C-PRC-03"), "experiment: bfloat16 ops, errors past "
+               "one rounding, subnormals flushed; the documented one-pass variance",
+               needs="jax", evidence="jax_standardize_bfloat16"),
 )
 
 

@@ -21,7 +21,10 @@ FAST = ("np-matmul-fp16-operands", "np-softmax-naive", "np-gelu-tanh", "np-gelu-
         "np-layernorm-bf16-via-fp32",
         # real libraries: a cause established by an experiment on this machine (SDPA's
         # exponential), and jax.nn.standardize's one-pass variance named from the fitted growth
-        "torch-attention-fp32", "torch-layernorm-ftz", "jax-layernorm-fast-flush-declared")
+        "torch-attention-fp32", "torch-layernorm-ftz", "jax-layernorm-fast-flush-declared",
+        # JAX at 16 bits: per-op rounding named as the working precision, beside a real flush
+        # and a real one-pass variance
+        "jax-softmax-fp16", "jax-layernorm-fast-bf16")
 BY_NAME = {c.name: c for c in CASES}
 _RUNS = {}
 
@@ -32,7 +35,7 @@ def run_of(name):
         # torch and JAX in a worker: a flush mode sticks to the thread pool it was set on,
         # and JAX's threads must not be in a process that forks
         _RUNS[name] = check(c.spec, op=c.op, dtype=c.dtype, framework=c.framework,
-                            declare=c.declare, in_process=not c.needs)
+                            declare=c.declare, in_process=not c.needs, hints=True)
     return _RUNS[name]
 
 

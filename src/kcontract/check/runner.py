@@ -109,6 +109,9 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
             info = handle.start()
         else:
             info = handle.info
+            if hints:  # a worker the caller keeps (a survey's): record this run's calls
+                from ..records.arbitrate import RecordingHandle
+                handle = RecordingHandle(handle)
     except KernelLoadError as exc:
         if exc.spec_error:
             # no such file or function: the command is wrong, not the kernel
@@ -140,7 +143,7 @@ def check(kernel: str, *, op, dtype: str, framework: str = "numpy", device: str 
     finally:
         if own_handle:
             handle.close()
-    if hints and own_handle and hasattr(handle, "calls"):
+    if hints and hasattr(handle, "calls"):
         from ..diagnosis.hints import find_hints
         run.hints = tuple(find_hints(run, handle.calls, kernel=kernel, op=op, dtype=fmt.name,
                                      framework=framework, device=device, declared=declared,

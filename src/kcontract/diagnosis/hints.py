@@ -17,10 +17,51 @@ from .model import Diagnosis, Finding, Hint
 POLICIES = ("clamp", "wrap", "zero")
 
 
-def candidates(diag: Diagnosis, fs: Sequence[Finding], declared: Mapping[str, Any]) -> list:
+#: classes whose tolerance is derived from the working precision (``u(accumulate)``): a
+#: finding of one of them may be nothing but intermediates kept in a narrower format
+PRECISION_SENSITIVE = ("C-PRC-01", "C-PRC-02", "C-PRC-04", "C-CMP-01", "C-CMP-03", "C-EXC-01",
+                       "C-PRC-03", "C-ORD-01")
+
+
+def input_format_candidate(fs: Sequence[Finding], dtype: Optional[str],
+                           declared: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    """``("accumulate", dtype)`` when the kernel's inputs are in a format narrower than the
+    working precision the claims give it and a finding could be that precision alone: the
+    commonest 16-bit behaviour (every op of a formula evaluated and rounded in the input
+    format) is then re-judged under the claim that describes it."""
+    if not dtype:
+        return None
+    from ..formats import get_format
+    from ..language.claims import make_claims
+    try:
+        fmt = get_format(dtype)
+        acc = make_claims(fmt, {k: str(v) for k, v in declared.items()}).accumulate
+    except Exception:
+        return None
+    if fmt.precision >= acc.precision or fmt.precision < 8:  # 16-bit formats, not fp8
+        return None
+    if not any(f.cls in PRECISION_SENSITIVE and not f.is_error for f in fs):
+        return None
+    return ("accumulate", fmt.name)
+
+
+def _holds_range(fmt: str, dtype: str) -> bool:
+    """A working precision ``fmt`` that can hold every finite value of ``dtype`` (float16
+    intermediates cannot hold bfloat16 data: no hint should say they describe it)."""
+    from ..formats import get_format
+    try:
+        w, d = get_format(fmt), get_format(dtype)
+    except Exception:
+        return False
+    return w.emax >= d.emax and w.emin <= d.emin
+
+
+def candidates(diag: Diagnosis, fs: Sequence[Finding], declared: Mapping[str, Any],
+               dtype: Optional[str] = None) -> list:
     """(key, value) claims the primary causes suggest, not already declared so."""
     by_id = {f.id: f for f in fs}
     out: list[tuple[str, str]] = []
+    own = input_format_candidate(fs, dtype, declared)
     for cause in diag.primary:
         f = by_id.get(cause.contracts[0])
         if f is None or f.is_error:
@@ -41,6 +82,10 @@ def candidates(diag: Diagnosis, fs: Sequence[Finding], declared: Mapping[str, An
             out.append(("overflow", "saturate"))
         elif cause.cls == "C-ORD-02":
             out.append(("deterministic", "false"))
+    if own is not None:
+        out.append(own)
+    if dtype:
+        out = [kv for kv in out if kv[0] != "accumulate" or _holds_range(kv[1], dtype)]
     seen, unique = set(), []
     for kv in out:
         if kv not in seen and str(declared.get(kv[0], "")) != kv[1]:
@@ -61,22 +106,41 @@ def find_hints(run, calls: Iterable, *, kernel: str, op: str, dtype: str, framew
     if not bad:
         return []
     calls = list(calls)
-    hints: list[Hint] = []
-    for key, value in candidates(diag, fs, declared):
-        decl = {**{k: str(v) for k, v in declared.items()}, key: value}
+
+    def judge(extra: Mapping[str, str]) -> Optional[Hint]:
+        decl = {**{k: str(v) for k, v in declared.items()}, **extra}
         rec = Recording({"kernel": kernel, "op": op, "dtype": dtype, "framework": framework,
                          "device": device, "declare": decl, "classes": bad, "seed": seed,
                          "kernel_info": {}}, calls)
         try:
             again, _ = replay(rec, contracts=contracts)
         except ReplayError:
-            continue  # the protocol needs a call not recorded under this claim: no hint
+            return None  # the protocol needs a call not recorded under this claim: no hint
         now = {r.id: r.verdict.value for r in again.results}
+        still = {r.id: r.message for r in again.results if r.verdict.value not in ("pass", "skipped")}
         # a contract that no longer applies under the claim (it judges only the other
         # policy) is resolved by it as much as one that passes
         resolves = tuple(i for i in bad if now.get(i) in ("pass", "skipped"))
         if not resolves:
-            continue
+            return None
         remaining = tuple(i for i in bad if now.get(i) not in ("pass", "skipped"))
-        hints.append(Hint(f"{key}={value}", resolves, remaining, conforms=not remaining))
+        return Hint(" and ".join(f"{k}={v}" for k, v in extra.items()), resolves, remaining,
+                    conforms=not remaining, still={i: still[i] for i in remaining if i in still})
+
+    hints: list[Hint] = []
+    for key, value in candidates(diag, fs, declared, dtype):
+        h = judge({key: value})
+        if h is not None:
+            hints.append(h)
+    # no one claim describes the kernel, but together they might: one per key, each of
+    # which resolved something on its own (accumulate=bfloat16 and subnormals=flush)
+    if len(hints) > 1 and not any(h.conforms for h in hints):
+        both: dict[str, str] = {}
+        for h in hints:
+            k, _, v = h.claim.partition("=")
+            both.setdefault(k, v)
+        if len(both) > 1:
+            h = judge(both)
+            if h is not None and h.conforms:
+                hints.insert(0, h)
     return hints

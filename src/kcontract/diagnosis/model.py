@@ -84,6 +84,8 @@ class Hint:
     resolves: tuple  # contract ids that pass under it
     remaining: tuple  # contract ids that still fail under it
     conforms: bool  # every finding of the run passes under it
+    #: contract id -> its message re-judged under the claim (the contracts still failing)
+    still: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -94,7 +96,7 @@ class Hint:
 
     def to_json(self) -> dict:
         return {"claim": self.claim, "conforms": self.conforms, "resolves": list(self.resolves),
-                "remaining": list(self.remaining), "text": self.text}
+                "remaining": list(self.remaining), "text": self.text, "still": dict(self.still)}
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class Diagnosis:
                                          str(e.get("reason", "")))
                      for k, e in (d.get("explained") or {}).items() if isinstance(e, Mapping)}
         hints = tuple(Hint(str(h.get("claim", "")), tuple(h.get("resolves") or ()),
-                           tuple(h.get("remaining") or ()), bool(h.get("conforms")))
+                           tuple(h.get("remaining") or ()), bool(h.get("conforms")),
+                           {str(k): str(v) for k, v in (h.get("still") or {}).items()})
                       for h in d.get("hints") or () if isinstance(h, Mapping))
         return cls(primary, explained, hints)

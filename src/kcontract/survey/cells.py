@@ -55,21 +55,45 @@ class ClassVerdict:
     message: str = ""
     tolerance: str = ""
     reproduce: str = ""
+    #: where the failing contract stands in the cell's diagnosis: ``cause`` (it shows a
+    #: primary cause), ``follows`` (another contract's cause explains it) or ``""``
+    role: str = ""
+    #: for ``cause``: the cause's class and what it is; for ``follows``: the explaining
+    #: contract's cause class and the reason
+    cause_class: str = ""
+    cause: str = ""
+    cause_code: str = ""  # the cause's signature code (the class's own code, or C-PRC-01's)
 
     @classmethod
-    def from_results(cls, results: list[Mapping[str, Any]]) -> "ClassVerdict":
+    def from_results(cls, results: list[Mapping[str, Any]],
+                     diagnosis: Optional[Mapping[str, Any]] = None) -> "ClassVerdict":
         if not results:
             return cls(NO_CONTRACT)
         rank = {"error": 0, "violation": 1, "pass": 2, "skipped": 3}
         primary = min(results, key=lambda r: rank.get(r.get("verdict"), 0))
         sig = primary.get("signature") or {}
+        bad = primary.get("verdict") in ("violation", "error")
+        role, cause_class, cause, cause_code = "", "", "", ""
+        if bad and diagnosis:
+            cid = str(primary.get("id"))
+            for c in diagnosis.get("primary") or ():
+                if cid in (c.get("contracts") or ()):
+                    role, cause_class, cause = "cause", str(c.get("class", "")), str(c.get("cause", ""))
+                    cause_code = str(c.get("code", ""))
+                    break
+            else:
+                e = (diagnosis.get("explained") or {}).get(cid)
+                if e:
+                    role = "follows"
+                    cause_class = str(e.get("class", ""))
+                    cause = f"explained by {e.get('by', '')}: {e.get('reason', '')}"
         return cls(verdict=str(primary.get("verdict")),
                    contracts=tuple(str(r.get("id")) for r in results),
-                   code=str(sig.get("code") or "") if primary.get("verdict") in (
-                       "violation", "error") else "",
+                   code=str(sig.get("code") or "") if bad else "",
                    message=str(primary.get("message") or ""),
                    tolerance=str(primary.get("tolerance") or ""),
-                   reproduce=str(primary.get("reproduce") or ""))
+                   reproduce=str(primary.get("reproduce") or ""),
+                   role=role, cause_class=cause_class, cause=cause, cause_code=cause_code)
 
 
 @dataclass
@@ -86,14 +110,34 @@ class CellResult:
     attempts: int = 1
     seconds: float = 0.0
     error: str = ""
+    #: the run's diagnosis (``{primary, explained, hints}``, as the check's JSON has it)
+    diagnosis: dict = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.op, self.dtype)
 
     @property
+    def causes(self) -> list[dict]:
+        """The cell's primary causes (class, contracts, code, cause), from its diagnosis;
+        for a cell without one (an older file), each failing class is its own."""
+        if self.diagnosis.get("primary"):
+            return list(self.diagnosis["primary"])
+        return [{"class": cid, "contracts": list(cv.contracts), "code": cv.code,
+                 "cause": cv.message, "kind": cv.verdict}
+                for cid, cv in sorted(self.classes.items()) if cv.verdict in ("violation", "error")]
+
+    @property
+    def hints(self) -> list[str]:
+        return [str(h.get("text", "")) for h in self.diagnosis.get("hints") or ()]
+
+    @property
     def primary(self) -> Optional[tuple[str, ClassVerdict]]:
-        """The failing class that explains the cell (an error before a violation)."""
+        """The failing class that shows the cell's first primary cause (an error before a
+        violation where no diagnosis says otherwise)."""
+        for cid, cv in sorted(self.classes.items()):
+            if cv.role == "cause":
+                return cid, cv
         for want in ("error", "violation"):
             for cid, cv in sorted(self.classes.items()):
                 if cv.verdict == want:
@@ -101,9 +145,11 @@ class CellResult:
         return None
 
     def outcome(self) -> tuple:
-        """What two runs of the same cell must agree on: status, verdicts, signature codes."""
+        """What two runs of the same cell must agree on: status, verdicts, signature codes,
+        the primary causes."""
         return (self.status, self.verdict,
-                tuple(sorted((c, v.verdict, v.code) for c, v in self.classes.items())))
+                tuple(sorted((c, v.verdict, v.code, v.role) for c, v in self.classes.items())),
+                tuple(sorted(str(c.get("class")) for c in self.causes)))
 
     def to_json(self, with_run: bool = False) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("classes", "run")}
@@ -118,7 +164,7 @@ class CellResult:
         classes = {c: ClassVerdict(**{**v, "contracts": tuple(v.get("contracts") or ())})
                    for c, v in (d.get("classes") or {}).items()}
         keep = {k: d[k] for k in ("op", "dtype", "status", "function", "verdict", "run_id",
-                                  "where", "attempts", "seconds", "error") if k in d}
+                                  "where", "attempts", "seconds", "error", "diagnosis") if k in d}
         return cls(classes=classes, run=d.get("run"), **keep)
 
 
@@ -129,7 +175,8 @@ def summarize(run_json: Mapping[str, Any], classes: tuple[str, ...] = ()) -> dic
     by_class: dict[str, list] = {c: [] for c in (classes or CLASSES)}
     for r in run_json.get("results") or []:
         by_class.setdefault(str(r.get("contract")), []).append(r)
-    return {c: ClassVerdict.from_results(rs) for c, rs in by_class.items()}
+    diag = run_json.get("diagnosis") if isinstance(run_json.get("diagnosis"), Mapping) else None
+    return {c: ClassVerdict.from_results(rs, diag) for c, rs in by_class.items()}
 
 
 def where_am_i() -> dict:
@@ -192,14 +239,15 @@ def run_cell(cell: Cell) -> CellResult:
     except KernelLoadError:
         handle = None  # check() starts its own worker and reports the load failure
     try:
-        run = check(spec, handle=handle, **common)
+        run = check(spec, handle=handle, hints=True, **common)
     except Exception:
         close_workers()
         raise
     data = run.to_json()
     res = CellResult(cell.op, cell.dtype, CHECKED, function=impl.describe(),
                      classes=summarize(data, cell.classes), verdict=data["verdict"], run=data,
-                     where=where_am_i(), seconds=time.perf_counter() - t0)
+                     where=where_am_i(), seconds=time.perf_counter() - t0,
+                     diagnosis=dict(data.get("diagnosis") or {}))
     if run.nothing_checked() is not None:
         res.verdict = "n/a"
     if cell.store is not None:

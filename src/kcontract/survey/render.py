@@ -18,7 +18,7 @@ STYLE = {"pass": "green", "violation": "bold red", "error": "bold magenta", "ski
 #: heat-map colours per verdict (and per cell state)
 COLOUR = {"pass": "#2e7d32", "violation": "#c62828", "error": "#6a1b9a", "skipped": "#bdbdbd",
           NO_CONTRACT: "#ffffff", "not covered": "#eeeeee", "unsupported": "#f5f5f5",
-          "lost": "#000000", "n/a": "#bdbdbd"}
+          "lost": "#000000", "n/a": "#bdbdbd", "follows": "#f4c7c3"}
 
 
 def short(cls: str) -> str:
@@ -31,6 +31,18 @@ def tiny(cls: str) -> str:
     return f"{fam[:1]}{int(num) if num.isdigit() else num}"
 
 
+#: the mark of a violated contract that another contract's cause explains
+FOLLOWS = "↳"
+
+
+def _dtype_label(dt: str) -> str:
+    from ..formats import get_format
+    try:
+        return get_format(dt).short or dt
+    except Exception:
+        return dt
+
+
 def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = False) -> None:
     t = Table(title=f"kcontract survey: {m.label} ({m.executor}, {m.seconds:.1f} s)",
               title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
@@ -40,16 +52,20 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
     for cls in m.classes:
         t.add_column(tiny(cls), no_wrap=True, width=3)
     hidden = 0
+    uncovered = []
     for op in m.ops:
-        for dt in m.dtypes:
-            c = m.cell(op, dt)
+        cells = [m.cell(op, dt) for dt in m.dtypes]
+        if cells and all(c is not None and c.status == "not covered" for c in cells):
+            uncovered.append(op)  # one line for the whole op, below the table
+            continue
+        for dt, c in zip(m.dtypes, cells):
             if c is None:
                 continue
             if c.status == "unsupported" and not show_unsupported:
                 hidden += 1
                 continue
             if c.status != CHECKED:
-                t.add_row(op + " ", dt + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
+                t.add_row(op + " ", _dtype_label(dt) + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
                           f"[bold red]lost[/] {escape(c.error[:40])}", *[""] * len(m.classes))
                 continue
             style = "green" if c.verdict == "conformant" else "dim" if c.verdict == "n/a" else "bold red"
@@ -57,19 +73,37 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
             for cls in m.classes:
                 v = c.classes.get(cls)
                 verdict = v.verdict if v else NO_CONTRACT
-                marks.append(f"[{STYLE[verdict]}]{MARK[verdict]}[/]" if STYLE[verdict] else MARK[verdict])
-            t.add_row(op + " ", dt + " ", f"[{style}]{c.verdict}[/] ", *marks)
+                if v is not None and v.role == "follows":
+                    marks.append(f"[yellow]{FOLLOWS}[/]")
+                else:
+                    marks.append(f"[{STYLE[verdict]}]{MARK[verdict]}[/]" if STYLE[verdict] else MARK[verdict])
+            verdict = {"conformant": "conforms"}.get(c.verdict, c.verdict)
+            t.add_row(op + " ", _dtype_label(dt) + " ", f"[{style}]{verdict}[/] ", *marks)
     console.print(t)
     console.print("[dim]" + "  ".join(f"{tiny(c)} {c}" for c in m.classes) + "[/]")
+    console.print(f"[dim]✓ pass  ✗ a primary cause  {FOLLOWS} violated, explained by the cell's "
+                  f"cause  ! kernel error  – skipped[/]")
+    if uncovered:
+        console.print(f"[dim]not covered by the {m.framework} table: {', '.join(uncovered)}[/]")
     if hidden:
         console.print(f"[dim]{hidden} (op, dtype) pairs the {m.framework} table does not survey "
                       f"are not shown (they are in the JSON and HTML)[/]")
-    failing = [(k, c) for k, c in sorted(m.cells.items()) if c.primary]
+    failing = [(k, c) for k, c in sorted(m.cells.items())
+               if c.status == CHECKED and c.verdict in ("violation", "error")]
     for (op, dt), c in failing:
+        for cause in c.causes:
+            shown = ",".join(cause.get("contracts") or ())
+            mark = "!" if cause.get("kind") == "error" else "✗"
+            code = str(cause.get("code") or "").split(".", 1)[-1]
+            console.print(f"[bold red]{mark}[/] {op} {dt} [bold]{escape(str(cause.get('class')))}"
+                          f"[/] {escape(code)} ({escape(shown)}): "
+                          f"{escape(str(cause.get('cause', '')))}", highlight=False)
         for cls, v in sorted(c.classes.items()):
-            if v.verdict in ("violation", "error"):
-                console.print(f"[bold red]✗[/] {op} {dt} {cls} {','.join(v.contracts)}: "
-                              f"[bold]{escape(v.code)}[/] {escape(v.message)}", highlight=False)
+            if v.role == "follows":
+                console.print(f"  [yellow]{FOLLOWS}[/] {cls} {','.join(v.contracts)} "
+                              f"{escape(v.cause)}", highlight=False)
+        for h in c.hints:
+            console.print(f"  [dim]hint: {escape(h)}[/]", highlight=False)
     n = m.counts()
     console.print(f"{m.framework} {m.environment.get(m.framework) or ''} on "
                   f"{m.environment.get('device_name', m.device)}: "
@@ -125,12 +159,21 @@ def matrix_html(m: SurveyMatrix) -> str:
                 text = e(v.code.split(".", 1)[-1]) if v and v.code else (
                     MARK[verdict] if verdict != NO_CONTRACT else "")
                 fg = "#fff" if verdict in ("pass", "violation", "error") else "#333"
+                if v is not None and v.role == "cause":
+                    # the primary cause, by its class (a C-PRC-02 finding may show C-PRC-01's)
+                    text = e(f"{short(v.cause_class)}: {(v.cause_code or v.code).split('.', 1)[-1]}"
+                             if v.cause_class and v.cause_class != cls else text)
+                    title = e(f"primary cause {v.cause_class}: {v.cause}. ") + title
+                elif v is not None and v.role == "follows":
+                    colour, fg = COLOUR["follows"], "#333"
+                    text = e(f"{FOLLOWS} {short(v.cause_class)}")
+                    title = e(f"{v.cause}. ") + title
                 tds.append(f"<td title='{title}' style='background:{colour};color:{fg}'>{text}</td>")
             rows.append(f"<tr>{first}{label}{''.join(tds)}</tr>")
     env = m.environment
     counts = ", ".join(f"{v} {e(k)}" for k, v in sorted(m.counts().items()))
     legend = "".join(f"<span style='background:{COLOUR[k]};color:{'#fff' if k in ('pass','violation','error','lost') else '#333'}'>{e(k)}</span>"
-                     for k in ("pass", "violation", "error", "skipped", "not covered", "unsupported", "lost"))
+                     for k in ("pass", "violation", "follows", "error", "skipped", "not covered", "unsupported", "lost"))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>kcontract survey: {e(m.label)}</title>
 <style>
@@ -146,8 +189,10 @@ suite {e(m.suite_version)}; {e(m.executor)}, {m.seconds:.1f} s; {counts};
 backend conformance level {m.backend_level()} over the checked cells.</p>
 <p class="legend">{legend}</p>
 <p>Each cell: the class's verdict for the library's implementation of the op at the dtype;
-a failing cell names its primary cause (the signature code; hover for the message,
-tolerance and the command that reproduces it).</p>
+a failing cell names its primary cause (the signature code, and the cause's class where it is
+another class's: a class's contract can show a precision cause); a violation another
+contract's cause explains ("follows", {FOLLOWS} and that cause's class) is shaded lighter.
+Hover for the message, tolerance and the command that reproduces it.</p>
 <table><tr><th>op</th><th>dtype</th>{head}</tr>
 {''.join(rows)}
 </table></body></html>
