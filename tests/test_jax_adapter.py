@@ -79,6 +79,16 @@ def test_round_trip_keeps_the_dtype_and_the_bits(ad, dtype):
     assert meta["strides"] == (6 * x.itemsize, x.itemsize)
 
 
+def test_a_zero_dimensional_argument_stays_zero_dimensional(ad):
+    # top-k's k and conv2d's stride arrive as 0-d int64 arrays: a copy that made them 1-d
+    # read as "the kernel modified its input" once the worker compared them back
+    k = np.array(8, dtype=np.int64)
+    back, meta = ad.to_numpy(ad.to_native(k, "cpu"))
+    assert back.shape == () and meta["shape"] == () and back.dtype == np.int64 and back == 8
+    strided = np.arange(12.0).reshape(3, 4)[:, ::2]
+    assert ad.to_numpy(ad.to_native(strided, "cpu"))[0].tolist() == strided.tolist()
+
+
 def test_devices_as_jax_names_them(ad):
     assert ad.device("cpu").platform == "cpu"
     assert ad.device("cpu:0").platform == "cpu"

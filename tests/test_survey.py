@@ -164,3 +164,17 @@ def test_cli_exit_code_is_1_on_a_violation(run_cli):
     code, stdout, _ = run_cli("survey", "--framework", "numpy", "--ops", "embedding",
                               "--dtypes", "float32", "--no-store", "--contract", "C-EXC-02")
     assert code == 1 and "oob-policy" in stdout
+
+
+def test_torch_table_covers_the_newer_ops_and_names_their_causes():
+    pytest.importorskip("torch")
+    m = survey("torch", "cpu", ops=["silu_mul", "cumsum", "topk"], dtypes=["float32", "float16"],
+               record_runs=False)
+    assert m.cell("cumsum", "float32").verdict == "conformant"
+    assert m.cell("topk", "float32").function.startswith("torch.topk")
+    # 16-bit top-k rows of random draws tie; tie order has no class yet: not surveyed
+    assert m.cell("topk", "float16").status == "unsupported"
+    # F.silu(gate) * up rounds silu's result to float16: the working precision, one cause
+    s = m.cell("silu_mul", "float16")
+    assert [c["class"] for c in s.causes] == ["C-PRC-01"]
+    assert "conforms if declared accumulate=float16" in s.hints

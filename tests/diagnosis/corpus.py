@@ -169,9 +169,25 @@ def _jax_16bit(fn: str, dtype: str) -> tuple:
     return tuple(causes)
 
 
+def _jax_cumsum_accumulates_in_float16() -> tuple:
+    """jnp.cumsum of rows of 4096 float16 N(0, 1) values against the exact prefix sums:
+    a float32 running sum rounded once to float16 is within half an ulp of them at every
+    position; errors of many ulps mean the running sums are kept in float16."""
+    import jax
+    jax.config.update("jax_platforms", "cpu")
+    import jax.numpy as jnp
+    import numpy as np
+    x = np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float16)
+    out = np.asarray(jnp.cumsum(jnp.asarray(x), axis=-1)).astype(np.float64)
+    exact = np.cumsum(x.astype(np.float64), axis=-1)
+    ulp = np.spacing(np.abs(exact.astype(np.float16))).astype(np.float64)
+    return ("C-PRC-01",) if float(np.max(np.abs(out - exact) / ulp)) > 4.0 else ()
+
+
 EVIDENCE = {"torch_sdpa_flushes_probabilities": _torch_sdpa_flushes_probabilities,
             "torch_bf16_gelu_flushes": _torch_bf16_gelu_flushes,
             "jax_cpu_flushes": _jax_cpu_flushes,
+            "jax_cumsum_accumulates_in_float16": _jax_cumsum_accumulates_in_float16,
             "torch_medium_rounds_operands": _torch_medium_rounds_operands,
             "jax_gelu_float16": lambda: _jax_16bit("gelu", "float16"),
             "jax_gelu_bfloat16": lambda: _jax_16bit("gelu", "bfloat16"),
@@ -366,6 +382,19 @@ CASES = (
                "one rounding; the one-pass variance is standardize's documented default "
                "(x² of large inputs overflows float16)", needs="jax",
                evidence="jax_standardize_float16"),
+    CorpusCase("jax-cumsum-fp16", "jax_cumsum", "cumsum", "float16", ("C-PRC-01",),
+               "experiment: against the exact prefix sums of float16 N(0, 1) rows, errors of "
+               "many ulps where a float32 running sum errs by half an ulp", needs="jax", evidence="jax_cumsum_accumulates_in_float16"),
+    CorpusCase("jax-cumsum-fp16-declared", "jax_cumsum", "cumsum", "float16", (),
+               "the same, declared accumulate=float16", needs="jax",
+               declare={"accumulate": "float16"}),
+    CorpusCase("torch-silu-mul-fp16", "torch_silu_mul", "silu_mul", "float16", ("C-PRC-01",),
+               "construction: F.silu(gate) * up rounds silu's result to float16 before the "
+               "product (two float16 roundings; the contract allows float32 intermediates)",
+               framework="torch", needs="torch"),
+    CorpusCase("torch-rmsnorm-fp32", "torch_rmsnorm", "rmsnorm", "float32", (),
+               "F.rms_norm in float32 (float32 throughout on the CPU)", framework="torch",
+               needs="torch"),
     CorpusCase("jax-layernorm-fast-bf16", "jax_layernorm_fast", "layernorm", "bfloat16",
                ("C-PRC-01", "C-PRC-02", "C-PRC-03"), "experiment: bfloat16 ops, errors past "
                "one rounding, subnormals flushed; the documented one-pass variance",

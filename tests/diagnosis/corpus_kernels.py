@@ -340,3 +340,19 @@ def _via_fp32(fn):
 
 np_via_fp32_layernorm = _via_fp32(np_layernorm)
 np_via_fp32_attention = _via_fp32(np_attention)
+
+
+def jax_cumsum(x):
+    jax, jnp = _jnp()
+    return np.asarray(jnp.cumsum(jnp.asarray(x), axis=-1))
+
+
+def torch_silu_mul(gate, up):
+    """SwiGLU as the eager composition: silu's result is rounded to the input format."""
+    import torch
+    return torch.nn.functional.silu(gate) * up
+
+
+def torch_rmsnorm(x, weight, eps=1e-6):
+    import torch
+    return torch.nn.functional.rms_norm(x, x.shape[-1:], weight, float(eps))

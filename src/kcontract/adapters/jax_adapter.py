@@ -75,7 +75,10 @@ class JaxAdapter(Adapter):
 
     def to_native(self, arr, device):
         jax = _jax()
-        return jax.device_put(np.ascontiguousarray(arr), self.device(device))
+        arr = np.asarray(arr)
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+            arr = np.ascontiguousarray(arr)
+        return jax.device_put(arr, self.device(device))
 
     def relayout(self, x, layout):
         return x

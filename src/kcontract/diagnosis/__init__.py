@@ -119,7 +119,11 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
                     f"intermediates)")
         cls = cause_class(root, dtype) if not root.is_error else "kernel"
         code = root.code
-        if root is precision_cause and cls not in PRECISION_CAUSES[:2]:
+        if root is precision_cause and (cls not in PRECISION_CAUSES[:2] or (
+                cls == "C-PRC-04" and root.code == "C-PRC-04.format-substitution"
+                and value_text[0] == dtype)):
+            # (an operand "substitution" by the input format itself is no substitution:
+            # the kernel keeps its intermediates in the format its inputs came in)
             # a class's finding that is the working precision alone: the cause is C-PRC-01's
             value, acc = value_text
             n = len(narrow)

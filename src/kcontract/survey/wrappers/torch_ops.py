@@ -23,3 +23,25 @@ def linear_gelu(x, w, b):
 
 def cast(x, dtype=None):
     return x.to(getattr(torch, str(dtype)))
+
+
+def rmsnorm(x, weight, eps=1e-6):
+    return F.rms_norm(x, x.shape[-1:], weight, float(eps))
+
+
+def silu_mul(gate, up):
+    """No fused op in torch's eager API: the composition F.silu(gate) * up (SwiGLU)."""
+    return F.silu(gate) * up
+
+
+def topk(x, k):
+    """torch.topk's indices (k: kcontract passes a 0-d int64 tensor)."""
+    return torch.topk(x, int(k), dim=-1).indices
+
+
+def cross_entropy(logits, target, ignore_index=-100):
+    return F.cross_entropy(logits, target, ignore_index=int(ignore_index))
+
+
+def conv2d(x, w, stride, padding):
+    return F.conv2d(x, w, stride=int(stride), padding=int(padding))
