@@ -87,7 +87,8 @@ def diagnosis(run) -> str:
     from ..diagnosis.text import summary
     bad = [r for r in run.results if r.verdict.value in ("violation", "error")]
     if not bad:
-        return f"conformant ({len(run.results)} contracts pass)"
+        n = len(run.results)
+        return f"conformant ({n} contract{'s' if n != 1 else ''} pass{'es' if n == 1 else ''})"
     return summary(run.diagnosed())
 
 

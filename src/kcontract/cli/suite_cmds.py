@@ -115,10 +115,15 @@ def formats_command():
 
 
 def calibration_table(cals) -> Table:
+    """One line per contract in 80 columns: the contract (its id names its class), the
+    dtype, each calibration kernel's basic test (✓ passes, ✗ fails) and verdict, soundness."""
+    from rich import box
+    from ..formats import get_format
     t = Table(title="calibration matrix: basic functional test (✓ passes, ✗ fails) and the "
-                    "contract's verdict", title_justify="left")
-    for col in ("class", "contract", "dtype", "baseline", "bad", "good", "sound", "time"):
-        t.add_column(col, no_wrap=col in ("class", "contract", "dtype", "sound"))
+                    "contract's verdict", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False)
+    for col in ("contract", "dtype", "baseline", "bad", "good", "sound", "time"):
+        t.add_column(col, no_wrap=True, justify="right" if col == "time" else "left")
     for cal in cals:
         cells = {c.role: c for c in cal.cells}
         row = []
@@ -132,7 +137,11 @@ def calibration_table(cals) -> Table:
                             style="green" if c.sound else "bold red"))
         sound = Text("sound" if cal.sound else ("ERROR: " + cal.error if cal.error else "UNSOUND"),
                      style="bold green" if cal.sound else "bold red")
-        t.add_row(cal.contract.cls, cal.contract.id, cal.dtype, *row, sound, f"{cal.seconds:.1f}s")
+        try:
+            dtype = get_format(cal.dtype).short or cal.dtype
+        except Exception:
+            dtype = str(cal.dtype)
+        t.add_row(cal.contract.id, dtype, *row, sound, f"{cal.seconds:.1f}s")
     return t
 
 

@@ -65,6 +65,9 @@ def cause_class(f: Finding, dtype: str = "float32") -> str:
     result flushed to zero (an op without a subnormal contract of its own), else its own."""
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][1]
+    stated = f.code.split(".", 1)[0]
+    if stated != f.cls and stated in CLASS_RANK:
+        return stated  # a code of another class (C-PRC-04.operand-substitution) states it
     if stable_growth(f):
         return "C-PRC-01"
     if f.cls in ("C-PRC-02", "C-EXC-01", "C-CMP-03", "C-ORD-01", "C-PRC-01") \

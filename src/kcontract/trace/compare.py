@@ -210,7 +210,13 @@ def _arbitrate(row: dict, ra: dict, rb: dict, ta: Trace, tb: Trace, la: str, lb:
     row["a"] = [j.as_dict() for j in ja]
     row["b"] = [j.as_dict() for j in jb]
     bad = [(la, j) for j in ja if j.verdict != "pass"] + [(lb, j) for j in jb if j.verdict != "pass"]
+    roles = {}
+    for side, js in ((la, ja), (lb, jb)):
+        roles.update({(side, k): v for k, v in _roles(js, ca.dtype).items()})
+    # each side's primary causes first, the violations that follow from them after
+    bad.sort(key=lambda sj: (sj[0] != la, roles.get((sj[0], sj[1].contract_id), ("", 1))[1]))
     row["violations"] = [{"side": s, "contract_class": j.contract_class,
+                          "cause_class": roles.get((s, j.contract_id), (j.contract_class, 0))[0],
                           "contract_id": j.contract_id, "verdict": j.verdict,
                           "cause": j.cause, "message": j.message} for s, j in bad]
     # the distance between the sides against the sum of their tolerances (same element)
@@ -232,7 +238,7 @@ def _arbitrate(row: dict, ra: dict, rb: dict, ta: Trace, tb: Trace, la: str, lb:
     row["parted"] = bool(parted)
     if bad:
         row["cause"] = "violation"
-        row["finding"] = _finding(bad)
+        row["finding"] = _finding(bad, roles)
     elif not row["same_inputs"]:
         row["cause"] = "propagated"
         row["finding"] = ("both sides conform on their own inputs; the inputs already differed "
@@ -245,9 +251,31 @@ def _arbitrate(row: dict, ra: dict, rb: dict, ta: Trace, tb: Trace, la: str, lb:
     return row
 
 
-def _finding(bad: list) -> str:
-    """One clause per side and cause: "B violates C-PRC-01 (prc01-matmul) and C-PRC-04
-    (prc04-matmul): operands rounded to bf16 ..."."""
+def _roles(js: list, dtype: str) -> dict:
+    """contract id -> (the class of the cause it shows or follows from, 0 for a primary
+    cause and 1 for a consequence), from the run-level diagnosis of one call's judgments."""
+    from ..diagnosis import diagnose
+    results = [{"id": j.contract_id, "contract": j.contract_class, "verdict": j.verdict,
+                "message": j.message,
+                "signature": {k: v for k, v in (j.cause or {}).items() if k != "summary"}}
+               for j in js if j.verdict != "pass"]
+    if not results:
+        return {}
+    d = diagnose({"dtype": dtype, "results": results})
+    out = {}
+    for c in d.primary:
+        for cid in c.contracts:
+            out[cid] = (c.cls if c.kind != "error" else "kernel", 0)
+    for cid, e in d.explained.items():
+        out[cid] = (e.by_class, 1)
+    return out
+
+
+def _finding(bad: list, roles: Optional[dict] = None) -> str:
+    """One clause per side and cause: "B violates C-PRC-04 (prc01-matmul, prc04-matmul):
+    operands rounded to bf16 ..." -- the class of the cause the diagnosis names, and the
+    contracts that show it or follow from it."""
+    roles = roles or {}
     groups: dict = OrderedDict()
     for side, j in bad:
         why = j.cause.get("summary") or j.message
@@ -255,8 +283,10 @@ def _finding(bad: list) -> str:
     clauses = []
     for (side, why), js in groups.items():
         verb = "violates" if all(j.verdict == "violation" for j in js) else "fails"
-        names = " and ".join(f"{j.contract_class} ({j.contract_id})" for j in js)
-        clauses.append(f"{side} {verb} {names}: {why}")
+        classes = list(dict.fromkeys(roles.get((side, j.contract_id), (j.contract_class, 0))[0]
+                                     for j in js))
+        ids = ", ".join(j.contract_id for j in js)
+        clauses.append(f"{side} {verb} {' and '.join(classes)} ({ids}): {why}")
     return "; ".join(clauses)
 
 
@@ -352,7 +382,8 @@ def _primary(row: Optional[dict]) -> Optional[dict]:
     if row is None or not row.get("violations"):
         return None
     v = row["violations"][0]
-    return {"side": v["side"], "contract_class": v["contract_class"],
+    return {"side": v["side"], "contract_class": v.get("cause_class") or v["contract_class"],
+            "shown_by": v["contract_class"],
             "contract_id": v["contract_id"], "code": v["cause"].get("code"),
             "summary": v["cause"].get("summary") or v["message"], "op": row["op"],
             "module": row["module"], "others": [
@@ -385,6 +416,7 @@ def _sites(rows: list) -> list:
             for v in r.get("violations", []):
                 key = (v["side"], v["contract_class"], v["contract_id"])
                 viol.setdefault(key, {"side": v["side"], "contract_class": v["contract_class"],
+                                      "cause_class": v.get("cause_class") or v["contract_class"],
                                       "contract_id": v["contract_id"], "calls": 0,
                                       "code": v["cause"].get("code"),
                                       "operand_format": v["cause"].get("operand_format"),

@@ -50,9 +50,14 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
     if bad_sites:
         lines.append(f"diverging ops with a violation ({len(bad_sites)}):")
         for s in bad_sites:
-            vs = "; ".join(f"{v['side']} {v['contract_class']}"
-                           + (f" (operands {v['operand_format']})" if v.get("operand_format")
-                              else "") for v in s["violations"])
+            by_cause: dict = {}
+            for v in s["violations"]:  # one entry per side and cause, its contracts listed
+                by_cause.setdefault((v["side"], v.get("cause_class") or v["contract_class"]),
+                                    []).append(v)
+            vs = "; ".join(f"{side} {cls} ({', '.join(v['contract_id'] for v in group)}"
+                           + (f"; operands {group[0]['operand_format']}"
+                              if group[0].get("operand_format") else "") + ")"
+                           for (side, cls), group in by_cause.items())
             lines.append(f"  {s['module'] or '(top level)'} {s['op']} x{s['calls']}: {vs}")
     prop = sum(s["causes"].get("propagated", 0) for s in data["sites"])
     if prop:
