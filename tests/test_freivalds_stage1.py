@@ -136,3 +136,57 @@ def test_honest_products_pass_across_seeds_and_shapes():
         for s in range(15):
             res = verify(A, B, C, seed=s)
             assert res.passed, (M, K, N, s, res.message)
+
+
+def _general(monkeypatch, *args, **kw):
+    """verify through the general path only (the common-call shortcut switched off)."""
+    from kcontract.freivalds import _core
+    with monkeypatch.context() as m:
+        m.setattr(_core, "_fast", lambda *a, **k: None)
+        return verify(*args, **kw)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_common_call_shortcut_decides_exactly_as_the_general_path(monkeypatch, dtype,
+                                                                      backend):
+    from kcontract.freivalds import _core
+    rng = np.random.default_rng(7)
+    calls = []
+    real = _core._fast
+    monkeypatch.setattr(_core, "_fast", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for M, K, N in ((256, 300, 200), (65, 64, 64), (512, 97, 130)):
+        A = rng.standard_normal((M, K)).astype(dtype)
+        B = rng.standard_normal((K, N)).astype(dtype)
+        C = (A.astype(np.float64) @ B).astype(dtype)
+        if backend == "torch":
+            torch = pytest.importorskip("torch")
+            A, B, C = (torch.from_numpy(x) for x in (A, B, C))
+        for seed in (0, 1, 12345):
+            fast = verify(A, B, C, seed=seed)
+            slow = _general(monkeypatch, A, B, C, seed=seed)
+            assert fast.passed and slow.passed and fast.backend == slow.backend == backend
+            assert (fast.ratio, fast.screen_ratio, fast.calibrated, fast.seed) == (
+                slow.ratio, slow.screen_ratio, slow.calibrated, slow.seed)
+            assert float(fast.threshold) == float(slow.threshold)
+            assert float(fast.noise_scale) == float(slow.noise_scale)
+            assert fast.to_dict().keys() == slow.to_dict().keys()
+            assert {k: v for k, v in fast.to_dict().items() if k != "seconds"} == \
+                {k: v for k, v in slow.to_dict().items() if k != "seconds"}
+    assert calls  # the shortcut was taken
+
+
+def test_a_fault_leaves_the_shortcut_for_the_general_path():
+    from kcontract.freivalds import _core
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((300, 200)).astype(np.float32)
+    B = rng.standard_normal((200, 250)).astype(np.float32)
+    C = A @ B
+    C[17, 33] += 1e-3 * float(np.abs(C).max())
+    assert _core._fast(A, B, C, 5, 1e-9) is None  # the screen flags the row
+    res = verify(A, B, C, seed=5)
+    assert not res.passed and (17, 33) in res.suspect_elements
+    # NaN in an operand is still the general path's error, not a pass
+    A[0, 0] = np.nan
+    with pytest.raises(Exception, match="NaN or Inf"):
+        verify(A, B, A @ B, seed=5)

@@ -27,7 +27,7 @@ from ..formats import get_format, round_to
 from . import _model as model
 from ._backend import NUMPY_OPS, ops_for, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
-                      ratio_rows, residual, row_relief, row_scales, screen, stage1)
+                      ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -307,6 +307,14 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             or repair is not False or bound != "probabilistic":
         _check_options(rounds, false_alarm, repair, bound, groups)
     pfa = float(false_alarm)
+    if rounds == 1 and groups == 1 and bias is None and _pre is None and bound == "probabilistic" \
+            and accumulate is None and output_format is None and (seed is None or (
+                type(seed) is int and seed >= 0)):
+        seed = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
+        res = _fast(a, b, c, seed, pfa)
+        if res is not None:
+            res.seconds = time.perf_counter() - t0
+            return res
     if groups > 1 and _pre is not None:
         raise UsageError("groups > 1 cannot use a cached weight vector")
     p = _problem(a, b, c, accumulate, output_format, bias)
@@ -343,6 +351,114 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
 
 _ZERO = np.zeros(())
 _ZERO.flags.writeable = False
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _fast(a, b, c, seed: int, pfa: float) -> Optional[FreivaldsResult]:
+    """The common call in few operations: one product of 2-D float32 or float64 matrices
+    (numpy arrays, or CPU torch tensors without autograd), one round, default formats.
+
+    It computes exactly what the general path computes first -- the signs of ``seed``,
+    y = B r, z = A y, w = C r, the residual, the row scales and the calibrated screen
+    (the same functions) -- and returns the result when every row clears the screen.
+    Anything else (a screened row, a non-finite residual, a small or batched product,
+    another dtype or layout) returns None, and the general path decides: the verdicts
+    are the general path's, only its fixed cost is gone (no problem object, no per-call
+    validation beyond what the arrays' own types guarantee)."""
+    ta = type(a)
+    if ta is np.ndarray:
+        if type(b) is not np.ndarray or type(c) is not np.ndarray:
+            return None
+        backend, host = "numpy", None
+    else:
+        torch = __import__("sys").modules.get("torch")
+        if torch is None or ta is not torch.Tensor or type(b) is not ta or type(c) is not ta \
+                or a.device.type != "cpu" or b.device.type != "cpu" or c.device.type != "cpu" \
+                or a.requires_grad or b.requires_grad or c.requires_grad:
+            return None
+        backend, host = "torch", torch
+    if a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
+        return None
+    M, K = a.shape
+    N = b.shape[1]
+    if b.shape[0] != K or tuple(c.shape) != (M, N) or M <= SMALL_ROWS or K < 64 or N < 64:
+        return None
+    if host is None:
+        dt = a.dtype
+        if dt != b.dtype or dt != c.dtype or (dt != _F32 and dt != _F64):
+            return None
+        name = "float32" if dt == _F32 else "float64"
+        r = signs(seed, 0, N, dt.type)
+        y = b @ r
+        z = a @ y
+        w = c @ r
+        av, cv = a, c
+    else:
+        dt = a.dtype
+        if dt != b.dtype or dt != c.dtype or dt not in (host.float32, host.float64):
+            return None
+        name = "float32" if dt == host.float32 else "float64"
+        r = signs(seed, 0, N, np.float32 if name == "float32" else np.float64)
+        rt = host.from_numpy(r)
+        y = host.mv(b, rt)
+        z = host.mv(a, y).numpy()
+        w = host.mv(c, rt).numpy()
+        y = y.numpy()
+        try:
+            av, cv = a.numpy(), c.numpy()
+        except RuntimeError:
+            return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = residual(z, w)
+        dmax = float(d.max())
+        yy = float(np.dot(y, y))
+    if not (math.isfinite(dmax) and math.isfinite(yy)):
+        return None
+    brms = math.sqrt(yy / K)
+    k = SAMPLE_ROWS
+    i0 = seed % (M - k + 1)
+    cn2 = _block_sq_host(cv, i0, k)
+    an2 = _block_sq_host(av, i0, k)
+    if cn2 is None or an2 is None:
+        return None
+    cn = math.sqrt(cn2)
+    sn = math.sqrt(an2) * brms
+    units = _units_for("float64" if name == "float64" else "float32", name, name)
+    scale, cap, calibrated = model.screen_scale_one(d, cn, sn, K, N, units)
+    t = model.LAMBDA_SCREEN * scale
+    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+    if not ratio <= 1.0:
+        return None
+    return FreivaldsResult(
+        passed=True, reason="verified", suspect_rows=[], suspects=[],
+        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
+        shape=((), M, K, N), operand_format=name, accumulate=units_name(name),
+        output_format=name, check_precision=name, rounds=1, groups=1,
+        bound="probabilistic", seed=seed, calibrated=bool(calibrated),
+        noise_scale=np.asarray(scale), backend=backend)
+
+
+def units_name(operand: str) -> str:
+    """The default accumulator of an operand format (float64 for float64, else float32)."""
+    return "float64" if operand == "float64" else "float32"
+
+
+def _block_sq_host(X: np.ndarray, i0: int, k: int) -> Optional[float]:
+    """Mean squared norm of rows i0 .. i0 + k - 1 of a C-ordered 2-D host array (as
+    :func:`._screen.row_scales` samples them), or None when the rows are not contiguous
+    or their norm overflows."""
+    sub = X[i0:i0 + k]
+    if not sub.flags.c_contiguous:
+        return None
+    v = sub.reshape(-1)
+    ss = float(np.dot(v, v))
+    if not math.isfinite(ss):
+        v = v.astype(np.float64)
+        ss = float(np.dot(v, v))
+        if not math.isfinite(ss):
+            return None
+    return ss / k
 
 
 def _check_options(rounds, false_alarm, repair, bound, groups) -> None:
