@@ -190,3 +190,28 @@ def test_a_fault_leaves_the_shortcut_for_the_general_path():
     A[0, 0] = np.nan
     with pytest.raises(Exception, match="NaN or Inf"):
         verify(A, B, A @ B, seed=5)
+
+
+@pytest.mark.parametrize("M", [1, 16, 100])
+def test_the_shortcut_with_a_bias_and_the_guards_cached_projection_decides_as_before(
+        monkeypatch, M):
+    torch = pytest.importorskip("torch")
+    from kcontract.freivalds._guard import Guard
+    g = torch.Generator().manual_seed(M)
+    W = torch.randn(300, 200, generator=g) / 200 ** 0.5
+    x = torch.randn(M, 200, generator=g)
+    bias = torch.randn(300, generator=g)
+    C = torch.nn.functional.linear(x, W, bias)
+    for use_pre in (False, True):
+        # the same guard state for both paths: one guard each, the same seed
+        pres = [Guard(seed=3)._pre_for(W, True) if use_pre else None for _ in range(2)]
+        for seed in (0, 9):
+            fast = verify(x, W.T, C, bias=bias, seed=seed, _pre=pres[0])
+            slow = _general(monkeypatch, x, W.T, C, bias=bias, seed=seed, _pre=pres[1])
+            assert fast.passed and slow.passed
+            assert {k: v for k, v in fast.to_dict().items() if k != "seconds"} == \
+                {k: v for k, v in slow.to_dict().items() if k != "seconds"}
+    # a corrupted output through the cached projection is still caught
+    bad = C.clone()
+    bad[0, 5] += 1e-2 * float(C.abs().max())
+    assert not verify(x, W.T, bad, bias=bias, seed=1, _pre=Guard(seed=3)._pre_for(W, True))

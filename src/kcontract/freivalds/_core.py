@@ -307,11 +307,11 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             or repair is not False or bound != "probabilistic":
         _check_options(rounds, false_alarm, repair, bound, groups)
     pfa = float(false_alarm)
-    if rounds == 1 and groups == 1 and bias is None and _pre is None and bound == "probabilistic" \
+    if rounds == 1 and groups == 1 and bound == "probabilistic" \
             and accumulate is None and output_format is None and (seed is None or (
                 type(seed) is int and seed >= 0)):
         seed = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
-        res = _fast(a, b, c, seed, pfa)
+        res = _fast(a, b, c, seed, pfa, bias, _pre)
         if res is not None:
             res.seconds = time.perf_counter() - t0
             return res
@@ -355,35 +355,38 @@ _ZERO.flags.writeable = False
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def _fast(a, b, c, seed: int, pfa: float) -> Optional[FreivaldsResult]:
+def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[FreivaldsResult]:
     """The common call in few operations: one product of 2-D float32 or float64 matrices
-    (numpy arrays, or CPU torch tensors without autograd), one round, default formats.
+    (numpy arrays, or CPU torch tensors without autograd), one round, default formats; a
+    torch call may carry a bias vector and the guard's cached weight projection (``pre``).
 
-    It computes exactly what the general path computes first -- the signs of ``seed``,
-    y = B r, z = A y, w = C r, the residual, the row scales and the calibrated screen
-    (the same functions) -- and returns the result when every row clears the screen.
-    Anything else (a screened row, a non-finite residual, a small or batched product,
-    another dtype or layout) returns None, and the general path decides: the verdicts
-    are the general path's, only its fixed cost is gone (no problem object, no per-call
-    validation beyond what the arrays' own types guarantee)."""
+    It computes exactly what the general path computes first -- the signs of ``seed`` (or
+    the cached projection), y = B r, z = A y, w = C r, the residual, the row scales and the
+    calibrated screen (the same functions) -- and returns the result when every row clears
+    the screen.  Anything else (a screened row, a non-finite residual, a batched, narrow or
+    strided product, a bias on numpy arrays) returns None, and the general path decides:
+    the verdicts are the general path's, only its fixed cost is gone (no problem object,
+    no per-call validation beyond what the arrays' own types guarantee)."""
     ta = type(a)
     if ta is np.ndarray:
-        if type(b) is not np.ndarray or type(c) is not np.ndarray:
+        if type(b) is not np.ndarray or type(c) is not np.ndarray or bias is not None \
+                or pre is not None:
             return None
-        backend, host = "numpy", None
+        host = None
     else:
         torch = __import__("sys").modules.get("torch")
         if torch is None or ta is not torch.Tensor or type(b) is not ta or type(c) is not ta \
                 or a.device.type != "cpu" or b.device.type != "cpu" or c.device.type != "cpu" \
                 or a.requires_grad or b.requires_grad or c.requires_grad:
             return None
-        backend, host = "torch", torch
+        host = torch
     if a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
         return None
     M, K = a.shape
     N = b.shape[1]
-    if b.shape[0] != K or tuple(c.shape) != (M, N) or M <= SMALL_ROWS or K < 64 or N < 64:
+    if b.shape[0] != K or tuple(c.shape) != (M, N) or M == 0 or K < 64 or N < 64:
         return None
+    brms = None
     if host is None:
         dt = a.dtype
         if dt != b.dtype or dt != c.dtype or (dt != _F32 and dt != _F64):
@@ -393,37 +396,58 @@ def _fast(a, b, c, seed: int, pfa: float) -> Optional[FreivaldsResult]:
         y = b @ r
         z = a @ y
         w = c @ r
-        av, cv = a, c
+        av, cv, ops = a, c, NUMPY_OPS
     else:
         dt = a.dtype
         if dt != b.dtype or dt != c.dtype or dt not in (host.float32, host.float64):
             return None
+        if bias is not None and (type(bias) is not ta or tuple(bias.shape) != (N,)
+                                 or bias.dtype != dt or bias.device.type != "cpu"):
+            return None
         name = "float32" if dt == host.float32 else "float64"
-        r = signs(seed, 0, N, np.float32 if name == "float32" else np.float64)
-        rt = host.from_numpy(r)
-        y = host.mv(b, rt)
-        z = host.mv(a, y).numpy()
+        ops = ops_for(a, b, c)
+        if pre is not None:
+            cd = ops.compute_dtype(name)
+            pr = pre(_Shim(M, K, N, b, ops), cd)
+            rt, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
+            if brms is not None and np.ndim(brms) != 0:
+                return None
+        else:
+            r = signs(seed, 0, N, np.float32 if name == "float32" else np.float64)
+            rt = host.from_numpy(r)
+            yt = host.mv(b, rt)
+        z = host.mv(a, yt).numpy()
         w = host.mv(c, rt).numpy()
-        y = y.numpy()
+        y = yt.numpy()
         try:
             av, cv = a.numpy(), c.numpy()
         except RuntimeError:
             return None
+        if bias is not None:
+            z = z + float(ops.take(bias, ()) @ r)
     with np.errstate(over="ignore", invalid="ignore"):
         d = residual(z, w)
         dmax = float(d.max())
-        yy = float(np.dot(y, y))
-    if not (math.isfinite(dmax) and math.isfinite(yy)):
+        if brms is None:
+            yy = float(np.dot(y, y))
+            brms = math.sqrt(yy / K) if math.isfinite(yy) else math.nan
+    brms = float(brms)
+    if not (math.isfinite(dmax) and math.isfinite(brms)):
         return None
-    brms = math.sqrt(yy / K)
-    k = SAMPLE_ROWS
-    i0 = seed % (M - k + 1)
-    cn2 = _block_sq_host(cv, i0, k)
-    an2 = _block_sq_host(av, i0, k)
-    if cn2 is None or an2 is None:
+    if M <= SMALL_ROWS:  # every row, the largest values (as row_scales does)
+        cn2 = float(ops.row_sq(c, None).max())
+        cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
+        sn = math.sqrt(float(ops.row_sq(a, None).max())) * brms
+    else:
+        i0 = seed % (M - SAMPLE_ROWS + 1)
+        cn2 = _block_sq_host(cv, i0, SAMPLE_ROWS)
+        an2 = _block_sq_host(av, i0, SAMPLE_ROWS)
+        if cn2 is None or an2 is None:
+            return None
+        cn = math.sqrt(cn2)
+        sn = math.sqrt(an2) * brms
+    if not math.isfinite(sn):
         return None
-    cn = math.sqrt(cn2)
-    sn = math.sqrt(an2) * brms
     units = _units_for("float64" if name == "float64" else "float32", name, name)
     scale, cap, calibrated = model.screen_scale_one(d, cn, sn, K, N, units)
     t = model.LAMBDA_SCREEN * scale
@@ -436,7 +460,19 @@ def _fast(a, b, c, seed: int, pfa: float) -> Optional[FreivaldsResult]:
         shape=((), M, K, N), operand_format=name, accumulate=units_name(name),
         output_format=name, check_precision=name, rounds=1, groups=1,
         bound="probabilistic", seed=seed, calibrated=bool(calibrated),
-        noise_scale=np.asarray(scale), backend=backend)
+        noise_scale=np.asarray(scale), backend=ops.name)
+
+
+@dataclass
+class _Shim:
+    """What the guard's cached projection reads of a problem (its size, B, the back end)."""
+
+    M: int
+    K: int
+    N: int
+    b: Any
+    ops: Any
+    batch: tuple = ()
 
 
 def units_name(operand: str) -> str:
