@@ -27,6 +27,11 @@ def matmul(a, b):
 
 def fp16_matmul(a, b):
     return (a.astype(np.float16) @ b.astype(np.float16)).astype(a.dtype)
+
+
+def softmax_in_input_format(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))  # float16 in: every op rounds to float16
+    return e / e.sum(axis=-1, keepdims=True)
 '''
 
 
@@ -70,6 +75,23 @@ def test_fixture_passes_a_conforming_kernel_and_fails_a_violating_one(pytester):
         "*worst element*actual*expected*allowed*",
         "*reproduce: kcontract check kernels.py:fp16_matmul --op matmul --dtype float32*",
         "*2 kernel checks: 1 conformant, 1 violation*",
+    ])
+
+
+def test_a_failure_names_the_cause_and_the_claim_that_describes_the_kernel(pytester):
+    pytester.makepyfile(kernels=KERNELS)
+    pytester.makepyfile(test_sixteen='''
+        from kernels import softmax_in_input_format
+
+
+        def test_softmax16(kcontract_check):
+            kcontract_check(softmax_in_input_format, op="softmax", dtype="float16")
+    ''')
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*C-PRC-01, shown by C-PRC-02 prc02-softmax: computes in float16*",
+        "*hint: conforms if declared accumulate=float16*",
     ])
 
 

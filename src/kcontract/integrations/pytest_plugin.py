@@ -253,7 +253,7 @@ def _run(target: Target, *, op, dtype, framework, device, classes, declare, seed
     repro = _reproduce(target, op, dtype, framework, device, declare)
     kw = dict(op=op, dtype=dtype, framework=framework, device=device, classes=classes,
               declare=declare, seed=seed, timeout=timeout, contracts=contracts,
-              reproduce_prefix=repro)
+              reproduce_prefix=repro, hints=True)  # the diagnosis a check command gives
     if target.fn is not None:
         handle = _callable_handle(target, framework, device, timeout)
         return check(target.display, handle=handle, **kw)

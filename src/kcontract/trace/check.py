@@ -147,7 +147,7 @@ def check_trace(trace: Trace, *, device: str = "cpu", prelude: Optional[str] = N
             t1 = time.perf_counter()
             run = check(kernel, op=op, dtype=dtype, framework="torch", device=device,
                         declare={**(declare or {}), **call.declare}, contracts=contracts,
-                        handle=handle)
+                        handle=handle, hints=True)
             oc = OpCheck(op, dtype, entry["shape"], entry["calls"], entry["aten"],
                          entry["modules"], run.to_json(), time.perf_counter() - t1)
             result.checks.append(oc)
