@@ -26,15 +26,15 @@ def _one(spec, contract_id, *, dtype="float32", declare=None, in_process=True):
     return run.results[0]
 
 
-def test_the_family_has_its_fourteen_contracts():
-    assert len(CMP_IDS) == 14 + len(newops_contracts.CMP)
+def test_the_family_has_its_fifteen_contracts():
+    assert len(CMP_IDS) == 15 + len(newops_contracts.CMP)
     ops = {"matmul", "sum", "softmax", "layernorm", "attention", "embedding", "gelu",
            "linear_gelu", "cast"}
     assert {i for i in CMP_IDS if i.startswith("cmp03-")} == ({f"cmp03-{o}" for o in ops}
                                                                | newops_contracts.CMP)
     assert {i for i in CMP_IDS if i.startswith("cmp02-")} == {"cmp02-matmul", "cmp02-sum"}
     assert {i for i in CMP_IDS if i.startswith("cmp01-")} == {
-        "cmp01-linear_gelu", "cmp01-gelu", "cmp01-attention"}
+        "cmp01-linear_gelu", "cmp01-gelu", "cmp01-attention", "cmp01-attention-causal"}
 
 
 @pytest.mark.parametrize("contract_id", CMP_IDS)

@@ -162,3 +162,17 @@ def test_a_cancellation_finding_whose_error_grows_like_kappa_follows_from_the_pr
                    {"growth": "quadratic", "kappa_exponent": 1.9})
     assert [c.cls for c in diagnose({"dtype": "float32", "results": [quad]}).primary] == \
         ["C-PRC-02"]
+
+
+def test_inf_from_a_narrower_format_on_large_inputs_is_that_format_substitution():
+    # float16 arithmetic only for large inputs: the exceptional-values contract sees Inf
+    # where the float32 result is finite, exactly where the product with operands rounded
+    # to float16 overflows; the cause is the substitution, and the subnormal contract's
+    # Inf (its scaled cases) follows from it
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "adversarial" / "f0_fp16_on_large_inputs.py"
+    d = check(f"{path}:kernel", op="matmul", dtype="float32", in_process=True,
+              hints=True).to_json()["diagnosis"]
+    assert [(c["class"], c["contracts"]) for c in d["primary"]] == [("C-PRC-04", ["exc01-matmul"])]
+    assert "operands rounded to fp16 overflows" in d["primary"][0]["cause"]
+    assert d["explained"]["prc03-matmul"]["by"] == "exc01-matmul"

@@ -36,6 +36,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..formats import get_format
+
 from ..check.engine import Comparison, Context
 from ..check.verdict import Diagnosis
 from ..diagnosis import claims as declared_claims, establish
@@ -208,11 +210,13 @@ def exceptional(ctx: Context):
     headline = diag.summary or ctx.contract.signature.summary
     nbad = len(findings) + len(failing)
     message = f"{headline} ({nbad} of {len(records)} cases fail)"
+    code = f"{ctx.contract.cls}.{diag.code}" if diag.code else None
     if failing:
         from .common import worst
-        v = ctx.violation(worst(failing), message=message, quantities=sig)
+        v = ctx.violation(worst(failing), message=message, quantities=sig, code=code)
     else:
-        v = ctx.violation(None, message=message, quantities=sig, case=findings[0]["case"])
+        v = ctx.violation(None, message=message, quantities=sig, case=findings[0]["case"],
+                          code=code)
     return ctx.violated(v, signature=sig, details=details, seconds=time.perf_counter() - t0)
 
 
@@ -366,6 +370,18 @@ def exceptional_values(ctx: Context, evidence) -> Diagnosis:
     # 3. the headline
     sig: dict[str, Any] = {"declared": f"nan={policy}, overflow={ctx.claims.overflow}",
                            "counts": counts}
+    code = None
+    narrow = _narrow_overflow(ctx, records) if set(counts) & {"spurious-inf", "spurious-nan"} \
+        else None
+    if narrow is not None:
+        # Inf/NaN exactly where the op with operands in a narrower format overflows: a
+        # format substitution that only large inputs show (C-PRC-04's cause)
+        g = get_format(narrow)
+        sig["operand_format"] = narrow
+        code = "narrow-overflow"
+        phrases.insert(0, f"every spurious Inf/NaN is where the op with operands rounded to "
+                       f"{g.short or narrow} overflows (largest finite {g.max:g}): the kernel "
+                       f"computes in {g.short or narrow} for these inputs")
     for key in ("returned", "raised", "crashed", "timeout"):
         if key in examples:
             phrases.append(examples[key])
@@ -391,7 +407,43 @@ def exceptional_values(ctx: Context, evidence) -> Diagnosis:
     if first_idx is not None:
         sig["index"] = list(first_idx)
     return Diagnosis(summary="; ".join(phrases) if phrases else ctx.contract.signature.summary,
-                     quantities=sig)
+                     quantities=sig, code=code)
+
+
+def _narrow_overflow(ctx: Context, records) -> Optional[str]:
+    """The narrower format (float16, bfloat16) with operands rounded to which the op's
+    emulation is non-finite at every spurious Inf/NaN of every call that has one (and no
+    non-finite input), or None."""
+    dt = get_format(ctx.dtype)
+    spurious = []
+    for rec in records:
+        cmp = rec.get("cmp")
+        if cmp is None or rec.get("placed") or rec.get("inputs") is None:
+            continue
+        with np.errstate(invalid="ignore"):
+            m = ~cmp.ok & ~np.isfinite(cmp.out) & np.isfinite(cmp.ref)
+        if np.any(m):
+            spurious.append((rec, m))
+    if not spurious:
+        return None
+    kw = ctx.kwargs()
+    for name in ("float16", "bfloat16"):
+        g = get_format(name)
+        if g.max >= dt.max:
+            continue
+        for rec, m in spurious:
+            x = {k: np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f"
+                 else np.asarray(v) for k, v in rec["inputs"].items()}
+            try:
+                emus = ctx.op.emulations(x, name, **kw)
+            except Exception:
+                emus = []
+            if not any(np.shape(e) == m.shape and bool(np.all(~np.isfinite(np.asarray(
+                    e, dtype=np.float64))[m])) for _, e in emus):
+                break
+        else:
+            return name
+    return None
 
 
 # -- C-EXC-02: out-of-range indices -----------------------------------------------------------

@@ -28,8 +28,14 @@ def results_table(run: Mapping[str, Any]) -> Table:
     t = Table(title=f"{run['kernel']}  op={run['op']} dtype={run['dtype']} "
                     f"framework={run['framework']} device={run['device']}", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
-    for name, kw in (("class", {}), ("contract", {}), ("verdict", {}),
-                     ("calls", {"justify": "right"}), ("time", {"justify": "right"}),
+    # every column but the note keeps its width in 80 columns; the note is cut first
+    for name, kw in (("class", {"min_width": 8}),
+                     ("contract", {"min_width": min(24, max((len(str(r.get("id", "")))
+                                                             for r in run["results"]),
+                                                            default=8))}),
+                     ("verdict", {"min_width": 7}),
+                     ("calls", {"justify": "right", "min_width": 5}),
+                     ("time", {"justify": "right", "min_width": 5}),
                      ("note", {"overflow": "ellipsis", "max_width": 26})):
         t.add_column(name, no_wrap=True, **kw)
     for r in run["results"]:

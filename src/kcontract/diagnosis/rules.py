@@ -22,6 +22,8 @@ CODE_CAUSE: dict[str, tuple[int, str]] = {
     "C-PRC-04.format-substitution": (10, "C-PRC-04"),
     "C-PRC-04.rounding-mode": (10, "C-PRC-04"),
     "C-PRC-01.operand-substitution": (11, "C-PRC-04"),
+    # Inf exactly where operands rounded to a narrower format overflow
+    "C-EXC-01.narrow-overflow": (11, "C-PRC-04"),
     "C-PRC-01.narrow-accumulator": (20, "C-PRC-01"),
     "C-CMP-01.approximation-substituted": (30, "C-CMP-01"),
 }
@@ -163,6 +165,10 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
             return "rounding toward zero never rounds up to Inf: overflow saturates"
         return None
     if f.cls == "C-PRC-03":
+        if opf and (f.quantities.get("nonfinite_outputs") or 0) > 0 \
+                and get_format(opf).max < get_format(dtype).max:
+            return (f"operands in {_short(opf)} overflow at {get_format(opf).max:g}: the "
+                    f"scaled subnormal cases' results come back as Inf or NaN")
         if opf and get_format(opf).tiny > get_format(dtype).tiny:
             return (f"operands in {_short(opf)} have no numbers below "
                     f"{get_format(opf).smallest_subnormal:.3g}: {dtype} subnormals vanish")
