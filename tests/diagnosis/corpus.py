@@ -170,18 +170,23 @@ def _jax_16bit(fn: str, dtype: str) -> tuple:
 
 
 def _jax_cumsum_accumulates_in_float16() -> tuple:
-    """jnp.cumsum of rows of 4096 float16 N(0, 1) values against the exact prefix sums:
-    a float32 running sum rounded once to float16 is within half an ulp of them at every
-    position; errors of many ulps mean the running sums are kept in float16."""
+    """jnp.cumsum of rows of 4096 float16 N(0, 1) values against the exact prefix sums,
+    normwise (the largest error over the row's largest prefix sum), beside the same sums
+    accumulated in float32 and rounded once to float16 (within one float16 unit roundoff):
+    an error several times that one's means the running sums are kept in float16."""
     import jax
     jax.config.update("jax_platforms", "cpu")
     import jax.numpy as jnp
     import numpy as np
     x = np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float16)
-    out = np.asarray(jnp.cumsum(jnp.asarray(x), axis=-1)).astype(np.float64)
     exact = np.cumsum(x.astype(np.float64), axis=-1)
-    ulp = np.spacing(np.abs(exact.astype(np.float16))).astype(np.float64)
-    return ("C-PRC-01",) if float(np.max(np.abs(out - exact) / ulp)) > 4.0 else ()
+    scale = np.max(np.abs(exact), axis=-1, keepdims=True)
+
+    def normwise(y):
+        return float(np.max(np.abs(np.asarray(y, np.float64) - exact) / scale))
+    out = np.asarray(jnp.cumsum(jnp.asarray(x), axis=-1))
+    once = np.cumsum(x.astype(np.float32), axis=-1).astype(np.float16)
+    return ("C-PRC-01",) if normwise(out) > 3.0 * normwise(once) else ()
 
 
 EVIDENCE = {"torch_sdpa_flushes_probabilities": _torch_sdpa_flushes_probabilities,
@@ -383,8 +388,8 @@ CASES = (
                "(x² of large inputs overflows float16)", needs="jax",
                evidence="jax_standardize_float16"),
     CorpusCase("jax-cumsum-fp16", "jax_cumsum", "cumsum", "float16", ("C-PRC-01",),
-               "experiment: against the exact prefix sums of float16 N(0, 1) rows, errors of "
-               "many ulps where a float32 running sum errs by half an ulp", needs="jax", evidence="jax_cumsum_accumulates_in_float16"),
+               "experiment: against the exact prefix sums of float16 N(0, 1) rows, a normwise "
+               "error six times that of float32 running sums rounded once", needs="jax", evidence="jax_cumsum_accumulates_in_float16"),
     CorpusCase("jax-cumsum-fp16-declared", "jax_cumsum", "cumsum", "float16", (),
                "the same, declared accumulate=float16", needs="jax",
                declare={"accumulate": "float16"}),
