@@ -176,3 +176,14 @@ def test_inf_from_a_narrower_format_on_large_inputs_is_that_format_substitution(
     assert [(c["class"], c["contracts"]) for c in d["primary"]] == [("C-PRC-04", ["exc01-matmul"])]
     assert "operands rounded to fp16 overflows" in d["primary"][0]["cause"]
     assert d["explained"]["prc03-matmul"]["by"] == "exc01-matmul"
+
+
+def test_a_wrong_element_at_the_end_of_long_rows_is_localized_not_a_narrow_accumulator():
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "adversarial" / "f0_wrong_last_element_on_long_rows.py"
+    run = check(f"{path}:kernel", op="cumsum", dtype="float32", in_process=True, hints=True)
+    d = run.to_json()["diagnosis"]
+    assert [(c["class"], c["code"]) for c in d["primary"]] == [
+        ("C-CMP-03", "C-PRC-01.localized-error")]
+    assert "all at the last position of the last axis" in d["primary"][0]["cause"]
+    assert d["explained"]["ord01-cumsum"]["reason"] == "the same tail or boundary elements fail"

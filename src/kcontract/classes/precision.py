@@ -92,6 +92,46 @@ def _gross_share(comps: list[Comparison]) -> float:
     return bad / total if total else 0.0
 
 
+#: a failing share of the output below this is too small for a working-precision fault
+LOCALIZED_SHARE = 0.01
+
+
+def _localized(comps: list[Comparison]) -> Optional[dict]:
+    """The failing elements when they are a few positions of the last axis repeated across
+    rows (a tail or boundary element computed wrongly), not an error spread over the output
+    as a narrower accumulator's or format's is: {positions, rows, failing, total}, or None."""
+    failing = total = 0
+    cols: set = set()
+    rows = 0
+    far = True
+    for c in comps:
+        if c.passed:
+            continue
+        ok = np.asarray(c.ok, dtype=bool)
+        if ok.ndim < 2 or ok.shape[-1] < 8:
+            return None
+        bad = ~ok
+        n = int(np.count_nonzero(bad))
+        failing += n
+        total += ok.size
+        if n > LOCALIZED_SHARE * ok.size:
+            return None
+        flat = bad.reshape(-1, ok.shape[-1])
+        cols.update(int(j) - ok.shape[-1] for j in np.flatnonzero(flat.any(axis=0)))
+        rows += int(np.count_nonzero(flat.any(axis=1)))
+        if c.tol is not None:
+            # far beyond the tolerance, not a marginal excess that a slightly narrower
+            # accumulator leaves at the end of a long running sum
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.asarray(c.error(), np.float64)[bad] / np.broadcast_to(
+                    np.asarray(c.tol, np.float64), ok.shape)[bad]
+            far = far and float(np.nanmedian(r)) >= 8.0
+    if not failing or rows < 4 or len(cols) > 2:
+        return None
+    return {"positions": sorted(cols), "rows": rows, "failing": failing, "total": total,
+            "far": far}
+
+
 def _required_precision(ctx: Context, comps: list[Comparison]) -> Optional[float]:
     """The accumulator precision (bits) the observed error corresponds to: the
     tolerance scales like u, so a kernel that needs the tolerance multiplied by r
@@ -291,7 +331,20 @@ def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
     narrow_op = operand is not None and _narrower(operand, dtype)
     bits_txt = f" (~{bits:g} effective bits)" if bits is not None else ""
     unexplained = fp is not None and fp.confidence < 0.9
-    if gross >= 0.5:
+    local = _localized(comps)
+    if local is not None and not local["far"]:
+        out["localized"] = local  # where it fails, for the diagnosis; not decisive alone
+        local = None
+    if local is not None:
+        pos = " and ".join("the last position" if j == -1 else f"position {-j} from the end"
+                           for j in sorted(local["positions"], reverse=True))
+        out["localized"] = local
+        refined = "localized-error"
+        summary = (f"{local['failing']} of {local['total']} elements fail, all at {pos} of "
+                   f"the last axis ({local['rows']} rows): a tail or boundary element "
+                   f"computed wrongly, not a narrower working precision (which errs across "
+                   f"the whole output)")
+    elif gross >= 0.5:
         summary = ("the error is as large as the results themselves: no rounding recipe "
                    "explains it (wrong or incomplete results)")
     elif unexplained:

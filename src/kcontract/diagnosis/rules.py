@@ -49,11 +49,20 @@ def shape_fault(f: Finding) -> bool:
     return bool(bench and held and bench[0] == bench[1] and held[0] < held[1])
 
 
+def localized(f: Finding) -> bool:
+    """A finding whose failing elements are a few positions of the last axis repeated across
+    rows (a tail or boundary element computed wrongly): a fault of the kernel's handling of
+    that position, C-CMP-03's kind of cause, whichever contract saw it."""
+    return f.signature == "localized-error"
+
+
 def rank(f: Finding, dtype: str = "float32") -> int:
     if f.is_error:
         return ERROR_RANK
     if shape_fault(f):
         return SHAPE_FAULT_RANK
+    if localized(f):
+        return SHAPE_FAULT_RANK + 1
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][0]
     cause = cause_class(f, dtype)
@@ -67,6 +76,8 @@ def cause_class(f: Finding, dtype: str = "float32") -> str:
     result flushed to zero (an op without a subnormal contract of its own), else its own."""
     if f.code in CODE_CAUSE:
         return CODE_CAUSE[f.code][1]
+    if localized(f):
+        return "C-CMP-03"
     stated = f.code.split(".", 1)[0]
     if stated != f.cls and stated in CLASS_RANK:
         return stated  # a code of another class (C-PRC-04.operand-substitution) states it
@@ -247,6 +258,16 @@ def _shape_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     return None
 
 
+def _localized_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
+    if not localized(root):
+        return None
+    a = (root.quantities.get("localized") or {}).get("positions")
+    b = (f.quantities.get("localized") or {}).get("positions")
+    if a and b and set(b) <= set(a):
+        return "the same tail or boundary elements fail"
+    return None
+
+
 def _nondeterminism_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     if root.cls == "C-ORD-02" and f.cls in ("C-ORD-03", "C-CMP-02"):
         return "run-to-run differences also change the bits between batch sizes and configurations"
@@ -254,7 +275,7 @@ def _nondeterminism_explains(root: Finding, f: Finding, dtype: str) -> Optional[
 
 
 RULES: tuple[Callable[[Finding, Finding, str], Optional[str]], ...] = (
-    _shape_explains, _precision_explains, _flush_explains, _formulation_explains, _nondeterminism_explains)
+    _shape_explains, _localized_explains, _precision_explains, _flush_explains, _formulation_explains, _nondeterminism_explains)
 
 
 def explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
