@@ -187,3 +187,23 @@ def test_a_wrong_element_at_the_end_of_long_rows_is_localized_not_a_narrow_accum
         ("C-CMP-03", "C-PRC-01.localized-error")]
     assert "all at the last position of the last axis" in d["primary"][0]["cause"]
     assert d["explained"]["ord01-cumsum"]["reason"] == "the same tail or boundary elements fail"
+
+
+def test_a_passing_precision_contract_keeps_the_working_precision_out_of_the_diagnosis():
+    # the kernel showed the declared precision (C-PRC-01 passes): a narrower working
+    # precision that only loosens another contract's tolerance until a real flush passes
+    # is no cause; the flush stays the cause
+    from kcontract.diagnosis import diagnose
+    from kcontract.diagnosis.model import Hint
+    run = {"dtype": "bfloat16", "claims": {"accumulate": "float32"}, "results": [
+        {"id": "prc01-attention", "contract": "C-PRC-01", "verdict": "pass"},
+        {"id": "prc03-attention", "contract": "C-PRC-03", "verdict": "violation",
+         "message": "subnormal inputs treated as zero (DAZ) (3 of 3 cases fail)",
+         "signature": {"code": "C-PRC-03.subnormal-flush", "flushed": "inputs and outputs"}}]}
+    hint = Hint("accumulate=bfloat16", ("prc03-attention",), (), True)
+    d = diagnose(run, [hint])
+    assert [(c.cls, c.code) for c in d.primary] == [("C-PRC-03", "C-PRC-03.subnormal-flush")]
+    # without the passing precision contract, the flush (its evidence is a flush) is still
+    # not folded into the precision either
+    run["results"] = run["results"][1:]
+    assert [c.cls for c in diagnose(run, [hint]).primary] == ["C-PRC-03"]

@@ -23,13 +23,22 @@ def _as_json(run: Any) -> Mapping[str, Any]:
 
 
 def _working_precision(fs: list[Finding], hints: Iterable[Hint], dtype: str,
-                       declared_acc: str) -> tuple[Optional[Hint], set]:
+                       declared_acc: str, passed: Iterable[str] = ()) -> tuple[Optional[Hint], set]:
     """The hint ``accumulate=X`` (X narrower than the claims' working precision) that
     resolves the most findings, and the ids it resolves: those findings are X's precision,
-    re-judged on the recorded calls, not faults of their own classes."""
+    re-judged on the recorded calls, not faults of their own classes.
+
+    Not where a precision contract (C-PRC-01, C-PRC-04) of the run passed: the kernel has
+    shown the declared precision there, and a narrower one would only loosen the others'
+    tolerances until they pass.  A subnormal finding whose evidence is a flush (results
+    equal to the oracle's with subnormals zeroed, subnormal results returned as zero) is
+    a flush whatever the precision, and is never folded into it."""
     from ..formats import get_format
     best, ids = None, set()
-    bad = {f.id for f in fs if not f.is_error}
+    if set(passed) & {"C-PRC-01", "C-PRC-04"}:
+        return None, set()
+    bad = {f.id for f in fs if not f.is_error and not (
+        f.cls == "C-PRC-03" and str(f.quantities.get("flushed") or "none") not in ("none", ""))}
     for h in hints:
         key, _, value = h.claim.partition("=")
         if key != "accumulate":
@@ -72,7 +81,10 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
     primary: list[tuple[Finding, list[str]]] = []  # (deciding finding, its contracts)
     explained: dict[str, Explanation] = {}
     declared_acc = str((data.get("claims") or {}).get("accumulate") or "")
-    hint, narrow = _working_precision(fs, hints, dtype, declared_acc) if declared_acc else (None, set())
+    passed = [str(r.get("contract")) for r in data.get("results") or ()
+              if isinstance(r, Mapping) and r.get("verdict") == "pass"]
+    hint, narrow = _working_precision(fs, hints, dtype, declared_acc, passed) \
+        if declared_acc else (None, set())
     precision_cause = None
     if narrow:
         # one cause: the working precision; the findings it resolves follow from it
