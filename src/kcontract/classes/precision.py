@@ -370,6 +370,10 @@ def precision_fingerprint(ctx: Context, evidence) -> Diagnosis:
     else:
         summary = (f"error above the {short(declared)}-accumulation bound; "
                    f"fingerprint: {recipe or 'not identified'}")
+        if acc is not None and not _narrower(acc, declared) and operand in (None, dtype):
+            summary += (f": the accumulation itself is {short(declared)}-like, so the error "
+                        f"is systematic (another formula, a dropped or added term), not "
+                        f"rounding")
     if recovered is not None:
         summary = (f"recovered recipe: {recovered.summary()}; {summary}" if unexplained else
                    f"{summary}; recovered recipe: {recovered.summary()}")

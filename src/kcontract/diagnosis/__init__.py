@@ -117,6 +117,9 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
                 continue  # another class's finding standing for the working precision:
                 # its own class's rules do not apply (it is not that class's fault)
             why = explains(root, f, dtype)
+            if why and hint is not None and f.id in hint.still \
+                    and cause_class(root, dtype) in PRECISION_CAUSES:
+                why = None  # it still fails with the narrower precision granted: not that
             if why:
                 explained[f.id] = Explanation(f.id, root.id, cause_class(root, dtype), why)
                 break

@@ -150,6 +150,9 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     if stable_growth(f):
         return (f"the error grows like the condition number, as a stable formulation's does: "
                 f"{what}, not the formulation")
+    if f.cls == "C-PRC-02" and "normal" in (f.quantities.get("failing_families") or ()):
+        return (f"it fails on the well-conditioned normal family too, where no formulation "
+                f"cancels or overflows: {what}'s error, not the formulation's")
     if f.cls == "C-ORD-01":
         if f.quantities.get("finding") == "distance":
             return (f"a systematic error: the reduction orders agree with each other, all off "
