@@ -319,3 +319,29 @@ def test_split3_carries_float32_precision():
     z = (X.double() @ V.double()).sum(dim=1)
     zref = X.double() @ v.double()
     assert torch.allclose(z, zref, rtol=1e-6, atol=1e-6 * float(zref.abs().max()))
+
+
+def test_guard_checks_a_batched_linear_as_one_stacked_product(monkeypatch):
+    # a linear layer over (batch, tokens, features): the rows are stacked into one 2-D
+    # product with the shared weight, which takes the common-call path; a corrupted
+    # element is still caught, at its stacked row
+    from kcontract.freivalds import _core
+    lin = torch.nn.Linear(96, 80)
+    x = t((3, 40, 96), 5)
+    seen = []
+    real = _core._fast
+    monkeypatch.setattr(_core, "_fast", lambda *a, **k: seen.append(a[0].shape) or real(*a, **k))
+    with torch.no_grad(), guard(on_fail="raise") as g:
+        lin(x)
+        lin(x)
+    assert g.checked == 2 and g.failed == 0
+    assert seen and all(tuple(s) == (120, 96) for s in seen)
+    with Corrupt():
+        with pytest.raises(ProductCheckError) as ei:
+            with guard(on_fail="raise"):
+                lin(x)
+    assert ei.value.result.suspect_elements == [(0, 0)]
+    # with autograd on, the parameters' values are checked the same way
+    with guard(on_fail="raise") as g:
+        lin(x).sum().backward()
+    assert g.checked >= 1 and g.failed == 0

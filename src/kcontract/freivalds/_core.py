@@ -375,11 +375,22 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         host = None
     else:
         torch = __import__("sys").modules.get("torch")
-        if torch is None or ta is not torch.Tensor or type(b) is not ta or type(c) is not ta \
-                or a.device.type != "cpu" or b.device.type != "cpu" or c.device.type != "cpu" \
-                or a.requires_grad or b.requires_grad or c.requires_grad:
+        if torch is None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                                 and isinstance(c, torch.Tensor)):
             return None
+        # parameters and tensors that require grad: their values, outside autograd (as the
+        # general path reads them under no_grad); a subclass's detach is a plain tensor
+        a, b, c = a.detach(), b.detach(), c.detach()
+        if type(a) is not torch.Tensor or type(b) is not torch.Tensor \
+                or type(c) is not torch.Tensor or a.device.type != "cpu" \
+                or b.device.type != "cpu" or c.device.type != "cpu":
+            return None
+        if bias is not None:
+            if not isinstance(bias, torch.Tensor):
+                return None
+            bias = bias.detach()
         host = torch
+        ta = torch.Tensor
     if a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
         return None
     M, K = a.shape

@@ -233,6 +233,8 @@ def _make_mode(g: Guard):
                         b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
                     if _tensors(a, b, out):
                         a2, b2, c2 = _as_matrices(a, b, out)
+                        if b2.dim() == 2:
+                            a2, b2, c2 = _flat(a2, b2, c2)
                         param = b if _is_fixed(b) and b.dim() == 2 else None
                         g._check(plain.get(func, "matmul"), a2, b2, c2, weight=param)
                 elif func in linear:
@@ -240,7 +242,7 @@ def _make_mode(g: Guard):
                     w = args[1] if len(args) > 1 else kwargs.get("weight")
                     bias = args[2] if len(args) > 2 else kwargs.get("bias")
                     if _tensors(x, w, out) and w.dim() == 2:
-                        a2, _, c2 = _as_matrices(x, w.T, out)
+                        a2, _, c2 = _flat(*_as_matrices(x, w.T, out))
                         g._check("linear", a2, w.T, c2, bias=bias, weight=w, transposed=True)
             except ProductCheckError:
                 raise
@@ -281,6 +283,16 @@ def _as_matrices(a, b, out):
     shape = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2],
                                                                          b.shape[-1])
     return a, b, out.reshape(shape)
+
+
+def _flat(a, b, c):
+    """A batch of products with one shared 2-D right operand (a linear layer's weight) as
+    the single product of the stacked rows -- (batch... * M) x K times K x N, the same
+    numbers -- when a and c can be viewed that way without a copy; otherwise as given.
+    (A suspect's row index is then the row of the stacked rows.)"""
+    if a.dim() > 2 and b.dim() == 2 and a.is_contiguous() and c.is_contiguous():
+        return a.reshape(-1, a.shape[-1]), b, c.reshape(-1, c.shape[-1])
+    return a, b, c
 
 
 def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
