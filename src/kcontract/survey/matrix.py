@@ -114,7 +114,14 @@ def _state(c: Optional[CellResult], cls: str) -> tuple[str, str]:
         return c.status, c.error
     v: ClassVerdict = c.classes.get(cls) or ClassVerdict("none")
     text = v.verdict + (f" ({v.code})" if v.code else "")
-    return text, v.message if v.verdict in ("violation", "error") else ""
+    if v.verdict not in ("violation", "error"):
+        return text, ""
+    # what the cell's diagnosis says of it: the cause it shows, or the one it follows from
+    if v.role == "cause" and v.cause_class:
+        return text, f"{v.cause_class}: {v.cause or v.message}"
+    if v.role == "follows":
+        return text + " [follows]", v.cause
+    return text, v.message
 
 
 def compare(a: SurveyMatrix, b: SurveyMatrix) -> list[Difference]:
