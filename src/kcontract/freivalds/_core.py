@@ -357,7 +357,7 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[FreivaldsResult]:
     """The common call in few operations: one product of 2-D float32 or float64 matrices
-    (numpy arrays, or CPU torch tensors without autograd), one round, default formats; a
+    (numpy arrays, or CPU torch tensors, read through detach), one round, default formats; a
     torch call may carry a bias vector and the guard's cached weight projection (``pre``).
 
     It computes exactly what the general path computes first -- the signs of ``seed`` (or
@@ -397,17 +397,17 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     N = b.shape[1]
     if b.shape[0] != K or tuple(c.shape) != (M, N) or M == 0 or K < 64 or N < 64:
         return None
-    brms = None
+    brms = None  # rms_k ||B_k||: the guard's cache knows it, else the screen reads it off y
     if host is None:
         dt = a.dtype
         if dt != b.dtype or dt != c.dtype or (dt != _F32 and dt != _F64):
             return None
         name = "float32" if dt == _F32 else "float64"
         r = signs(seed, 0, N, dt.type)
-        y = b @ r
-        z = a @ y
+        yt = b @ r
+        z = a @ yt
         w = c @ r
-        av, cv, ops = a, c, NUMPY_OPS
+        ops = NUMPY_OPS
     else:
         dt = a.dtype
         if dt != b.dtype or dt != c.dtype or dt not in (host.float32, host.float64):
@@ -418,49 +418,28 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         name = "float32" if dt == host.float32 else "float64"
         ops = ops_for(a, b, c)
         if pre is not None:
-            cd = ops.compute_dtype(name)
-            pr = pre(_Shim(M, K, N, b, ops), cd)
+            pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), ops.compute_dtype(name))
             rt, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
-            if brms is not None and np.ndim(brms) != 0:
-                return None
         else:
             r = signs(seed, 0, N, np.float32 if name == "float32" else np.float64)
             rt = host.from_numpy(r)
             yt = host.mv(b, rt)
         z = host.mv(a, yt).numpy()
         w = host.mv(c, rt).numpy()
-        y = yt.numpy()
-        try:
-            av, cv = a.numpy(), c.numpy()
-        except RuntimeError:
-            return None
         if bias is not None:
             z = z + float(ops.take(bias, ()) @ r)
     with np.errstate(over="ignore", invalid="ignore"):
         d = residual(z, w)
         dmax = float(d.max())
-        if brms is None:
-            yy = float(np.dot(y, y))
-            brms = math.sqrt(yy / K) if math.isfinite(yy) else math.nan
-    brms = float(brms)
-    if not (math.isfinite(dmax) and math.isfinite(brms)):
+    if not math.isfinite(dmax):
         return None
-    if M <= SMALL_ROWS:  # every row, the largest values (as row_scales does)
-        cn2 = float(ops.row_sq(c, None).max())
-        cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
-        sn = math.sqrt(float(ops.row_sq(a, None).max())) * brms
-    else:
-        i0 = seed % (M - SAMPLE_ROWS + 1)
-        cn2 = _block_sq_host(cv, i0, SAMPLE_ROWS)
-        an2 = _block_sq_host(av, i0, SAMPLE_ROWS)
-        if cn2 is None or an2 is None:
-            return None
-        cn = math.sqrt(cn2)
-        sn = math.sqrt(an2) * brms
-    if not math.isfinite(sn):
-        return None
-    units = _units_for("float64" if name == "float64" else "float32", name, name)
-    scale, cap, calibrated = model.screen_scale_one(d, cn, sn, K, N, units)
+    # the general path's row scales and calibration (screen() for a single matrix, without
+    # its per-item arrays), on a problem-shaped view
+    op_fmt, acc, out_fmt, cname = _formats(name, name, None, None)
+    cn, sn = row_scales(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N, y=yt, b_rms=brms),
+                        seed, 1)
+    scale, _, calibrated = model.screen_scale_one(d, cn, sn, K, N,
+                                                  _units_for(acc.name, out_fmt.name, cname))
     t = model.LAMBDA_SCREEN * scale
     ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
     if not ratio <= 1.0:
@@ -468,44 +447,28 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     return FreivaldsResult(
         passed=True, reason="verified", suspect_rows=[], suspects=[],
         threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format=name, accumulate=units_name(name),
-        output_format=name, check_precision=name, rounds=1, groups=1,
+        shape=((), M, K, N), operand_format=op_fmt.name, accumulate=acc.name,
+        output_format=out_fmt.name, check_precision=cname, rounds=1, groups=1,
         bound="probabilistic", seed=seed, calibrated=bool(calibrated),
         noise_scale=np.asarray(scale), backend=ops.name)
 
 
 @dataclass
 class _Shim:
-    """What the guard's cached projection reads of a problem (its size, B, the back end)."""
+    """What the screen and the guard's cached projection read of a problem: the operands,
+    the sizes, the back end, B r and rms_k ||B_k|| when known."""
 
+    a: Any
+    b: Any
+    c: Any
+    ops: Any
     M: int
     K: int
     N: int
-    b: Any
-    ops: Any
+    y: Any = None
+    b_rms: Any = None
     batch: tuple = ()
-
-
-def units_name(operand: str) -> str:
-    """The default accumulator of an operand format (float64 for float64, else float32)."""
-    return "float64" if operand == "float64" else "float32"
-
-
-def _block_sq_host(X: np.ndarray, i0: int, k: int) -> Optional[float]:
-    """Mean squared norm of rows i0 .. i0 + k - 1 of a C-ordered 2-D host array (as
-    :func:`._screen.row_scales` samples them), or None when the rows are not contiguous
-    or their norm overflows."""
-    sub = X[i0:i0 + k]
-    if not sub.flags.c_contiguous:
-        return None
-    v = sub.reshape(-1)
-    ss = float(np.dot(v, v))
-    if not math.isfinite(ss):
-        v = v.astype(np.float64)
-        ss = float(np.dot(v, v))
-        if not math.isfinite(ss):
-            return None
-    return ss / k
+    groups: int = 1
 
 
 def _check_options(rounds, false_alarm, repair, bound, groups) -> None:
