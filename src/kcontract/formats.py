@@ -122,6 +122,25 @@ def get_format(spec: FormatLike) -> Format:
     raise UsageError(f"unknown format {spec!r}{did_you_mean(key, list(FORMATS) + list(ALIASES))}")
 
 
+def short_name(spec) -> str:
+    """The short name of a format (``fp32``, ``bf16``); the spec itself where it names
+    none or no format at all (for labels, never for decisions)."""
+    try:
+        return get_format(spec).short or str(spec)
+    except UsageError:
+        return str(spec)
+
+
+def holds_range(fmt: FormatLike, data: FormatLike) -> bool:
+    """Whether ``fmt`` can hold every finite value of ``data``, its normal and subnormal
+    range included (float16 cannot hold bfloat16 data); False for an unknown format."""
+    try:
+        w, d = get_format(fmt), get_format(data)
+    except UsageError:
+        return False
+    return w.emax >= d.emax and w.emin <= d.emin
+
+
 def u(fmt: FormatLike) -> float:
     """Unit roundoff 2**-p."""
     return get_format(fmt).u

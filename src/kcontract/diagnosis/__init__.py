@@ -9,6 +9,7 @@ Identical kernel errors across contracts are one cause listing those contracts.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 from .model import Cause, Diagnosis, Explanation, Finding, Hint
@@ -22,39 +23,83 @@ def _as_json(run: Any) -> Mapping[str, Any]:
             "results": [r.to_json() for r in run.results]}
 
 
-def _working_precision(fs: list[Finding], hints: Iterable[Hint], dtype: str,
-                       declared_acc: str, passed: Iterable[str] = ()) -> tuple[Optional[Hint], set]:
-    """The hint ``accumulate=X`` (X narrower than the claims' working precision) that
-    resolves the most findings, and the ids it resolves: those findings are X's precision,
-    re-judged on the recorded calls, not faults of their own classes.
+#: the classes whose own finding can state the working precision as a cause
+WORKING_PRECISION = ("C-PRC-04", "C-PRC-01")
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """The working precision as one cause: the hint ``accumulate=X`` under which the
+    recorded calls pass, the finding that stands for it, the cause, and the findings it
+    resolves (which follow from it)."""
+
+    hint: Hint
+    root: Finding
+    cause: Cause
+    ids: frozenset
+    explained: dict
+    #: the root is a precision finding of its own: its class's rules may explain others
+    own: bool
+
+
+def _fold_working_precision(fs: list[Finding], hints: Iterable[Hint], dtype: str,
+                            data: Mapping[str, Any]) -> Optional[_Fold]:
+    """The hint ``accumulate=X`` (X narrower than the claims' working precision and holding
+    the data's range) that resolves the most findings, re-judged on the recorded calls: those
+    findings are X's precision, not faults of their own classes.
 
     Not where a precision contract (C-PRC-01, C-PRC-04) of the run passed: the kernel has
     shown the declared precision there, and a narrower one would only loosen the others'
     tolerances until they pass.  A subnormal finding whose evidence is a flush (results
     equal to the oracle's with subnormals zeroed, subnormal results returned as zero) is
     a flush whatever the precision, and is never folded into it."""
-    from ..formats import get_format
-    best, ids = None, set()
-    if set(passed) & {"C-PRC-01", "C-PRC-04"}:
-        return None, set()
+    from ..formats import get_format, holds_range
+    declared = str((data.get("claims") or {}).get("accumulate") or "")
+    if not declared:
+        return None
+    if any(isinstance(r, Mapping) and r.get("verdict") == "pass"
+           and r.get("contract") in WORKING_PRECISION for r in data.get("results") or ()):
+        return None
     bad = {f.id for f in fs if not f.is_error and not (
         f.cls == "C-PRC-03" and str(f.quantities.get("flushed") or "none") not in ("none", ""))}
+    best, ids = None, set()
     for h in hints:
         key, _, value = h.claim.partition("=")
-        if key != "accumulate":
+        if key != "accumulate" or not holds_range(value, dtype):
             continue
         try:
-            w, acc, d = get_format(value), get_format(declared_acc), get_format(dtype)
-            # a working precision that holds the inputs: narrower than declared, not a
-            # narrower range than the data's (float16 intermediates for bfloat16 data would
-            # pass flushed subnormals as "within float16's subnormal tolerance")
-            fits = w.precision < acc.precision and w.emax >= d.emax and w.emin <= d.emin
+            narrower = get_format(value).precision < get_format(declared).precision
         except Exception:
-            fits = False
+            continue
         got = set(h.resolves) & bad
-        if fits and (len(got) > len(ids) or (len(got) == len(ids) and got and value == dtype)):
+        if narrower and (len(got) > len(ids) or (len(got) == len(ids) and got and value == dtype)):
             best, ids = h, got
-    return best, ids
+    if best is None:
+        return None
+    value = best.claim.partition("=")[2]
+    group = [f for f in fs if f.id in ids]
+    root = next((f for f in group if cause_class(f, dtype) in WORKING_PRECISION), group[0])
+    cls = cause_class(root, dtype)
+    if cls in WORKING_PRECISION and not (root.code == "C-PRC-04.format-substitution"
+                                         and value == dtype):
+        cause = Cause(cls=cls, contracts=(root.id,), code=root.code,
+                      text=_headline(root.message))
+    else:
+        # another class's finding standing for the working precision, or an operand
+        # "substitution" by the input format itself (no substitution: the kernel keeps its
+        # intermediates in the format its inputs came in): C-PRC-01's cause
+        n = len(ids)
+        cause = Cause(cls="C-PRC-01", contracts=(root.id,), code="C-PRC-01.narrow-accumulator",
+                      text=f"computes in {value}, not the declared {declared}: the failing "
+                           f"results of {n} contract{'s' if n != 1 else ''} are within the "
+                           f"tolerance of {value} intermediates (each op rounded to {value}), "
+                           f"re-judged on the recorded calls")
+    explained = {f.id: Explanation(f.id, root.id, cause.cls,
+                                   f"within the tolerance of {value} intermediates (re-judged "
+                                   f"on the recorded calls): the working precision, not a "
+                                   f"fault of this class")
+                 for f in group if f is not root}
+    return _Fold(best, root, cause, frozenset(ids), explained, own=cls in WORKING_PRECISION)
 
 
 def findings(run: Any) -> list[Finding]:
@@ -80,28 +125,11 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
     fs = sorted(findings(data), key=lambda f: rank(f, dtype))  # stable: suite order within a rank
     primary: list[tuple[Finding, list[str]]] = []  # (deciding finding, its contracts)
     explained: dict[str, Explanation] = {}
-    declared_acc = str((data.get("claims") or {}).get("accumulate") or "")
-    passed = [str(r.get("contract")) for r in data.get("results") or ()
-              if isinstance(r, Mapping) and r.get("verdict") == "pass"]
-    hint, narrow = _working_precision(fs, hints, dtype, declared_acc, passed) \
-        if declared_acc else (None, set())
-    precision_cause = None
-    if narrow:
-        # one cause: the working precision; the findings it resolves follow from it
-        group = [f for f in fs if f.id in narrow]
-        root = next((f for f in group if cause_class(f, dtype) in PRECISION_CAUSES[:2]), group[0])
-        value = hint.claim.partition("=")[2]
-        for f in group:
-            if f is not root:
-                explained[f.id] = Explanation(
-                    f.id, root.id, "C-PRC-01" if cause_class(root, dtype) not in
-                    PRECISION_CAUSES[:2] else cause_class(root, dtype),
-                    f"within the tolerance of {value} intermediates (re-judged on the recorded "
-                    f"calls): the working precision, not a fault of this class")
-        precision_cause = root
-        primary.append((root, [root.id]))
-        fs = [f for f in fs if f.id not in narrow]
-        value_text = (value, declared_acc)
+    fold = _fold_working_precision(fs, hints, dtype, data)
+    if fold is not None:  # one cause, the working precision; what it resolves follows
+        explained.update(fold.explained)
+        primary.append((fold.root, [fold.root.id]))
+        fs = [f for f in fs if f.id not in fold.ids]
     for f in fs:
         if f.is_error:
             same = next((p for p in primary if p[0].is_error and p[0].code == f.code
@@ -112,14 +140,15 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
                 primary.append((f, [f.id]))
             continue
         for root, ids in primary:
-            if root.is_error or (root is precision_cause
-                                 and cause_class(root, dtype) not in PRECISION_CAUSES[:2]):
+            if root.is_error or (fold is not None and root is fold.root and not fold.own):
                 continue  # another class's finding standing for the working precision:
                 # its own class's rules do not apply (it is not that class's fault)
             why = explains(root, f, dtype)
-            if why and hint is not None and f.id in hint.still \
+            if why and fold is not None and f.cls == "C-PRC-02" and f.id in fold.hint.still \
                     and cause_class(root, dtype) in PRECISION_CAUSES:
-                why = None  # it still fails with the narrower precision granted: not that
+                # the formulation contract still fails with the narrower precision granted:
+                # the formulation is a cause of its own (JAX's float16 one-pass variance)
+                why = None
             if why:
                 explained[f.id] = Explanation(f.id, root.id, cause_class(root, dtype), why)
                 break
@@ -127,27 +156,16 @@ def diagnose(run: Any, hints: Iterable[Hint] = ()) -> Diagnosis:
             primary.append((f, [f.id]))
     causes = []
     for root, ids in primary:
+        if fold is not None and root is fold.root:
+            causes.append(fold.cause)
+            continue
         text = root.message if root.is_error else _headline(root.message)
-        if hint is not None and root is not precision_cause and root.id in hint.still:
+        if fold is not None and root.id in fold.hint.still:
             # what the contract finds once the working precision is granted: its own fault
-            text = (_headline(hint.still[root.id]) + f" (judged with {hint.claim.partition('=')[2]} "
-                    f"intermediates)")
-        cls = cause_class(root, dtype) if not root.is_error else "kernel"
-        code = root.code
-        if root is precision_cause and (cls not in PRECISION_CAUSES[:2] or (
-                cls == "C-PRC-04" and root.code == "C-PRC-04.format-substitution"
-                and value_text[0] == dtype)):
-            # (an operand "substitution" by the input format itself is no substitution:
-            # the kernel keeps its intermediates in the format its inputs came in)
-            # a class's finding that is the working precision alone: the cause is C-PRC-01's
-            value, acc = value_text
-            n = len(narrow)
-            cls, code = "C-PRC-01", "C-PRC-01.narrow-accumulator"
-            text = (f"computes in {value}, not the declared {acc}: the failing results of "
-                    f"{n} contract{'s' if n != 1 else ''} are within the tolerance of {value} "
-                    f"intermediates (each op rounded to {value}), re-judged on the recorded "
-                    f"calls")
-        causes.append(Cause(cls=cls, contracts=tuple(ids), code=code, text=text,
+            text = (f"{_headline(fold.hint.still[root.id])} (judged with "
+                    f"{fold.hint.claim.partition('=')[2]} intermediates)")
+        causes.append(Cause(cls=cause_class(root, dtype) if not root.is_error else "kernel",
+                            contracts=tuple(ids), code=root.code, text=text,
                             kind="error" if root.is_error else "violation"))
     return Diagnosis(tuple(causes), explained, tuple(hints))
 

@@ -45,17 +45,6 @@ def input_format_candidate(fs: Sequence[Finding], dtype: Optional[str],
     return ("accumulate", fmt.name)
 
 
-def _holds_range(fmt: str, dtype: str) -> bool:
-    """A working precision ``fmt`` that can hold every finite value of ``dtype`` (float16
-    intermediates cannot hold bfloat16 data: no hint should say they describe it)."""
-    from ..formats import get_format
-    try:
-        w, d = get_format(fmt), get_format(dtype)
-    except Exception:
-        return False
-    return w.emax >= d.emax and w.emin <= d.emin
-
-
 def candidates(diag: Diagnosis, fs: Sequence[Finding], declared: Mapping[str, Any],
                dtype: Optional[str] = None) -> list:
     """(key, value) claims the primary causes suggest, not already declared so."""
@@ -84,8 +73,9 @@ def candidates(diag: Diagnosis, fs: Sequence[Finding], declared: Mapping[str, An
             out.append(("deterministic", "false"))
     if own is not None:
         out.append(own)
-    if dtype:
-        out = [kv for kv in out if kv[0] != "accumulate" or _holds_range(kv[1], dtype)]
+    if dtype:  # no working precision narrower in range than the data is proposed
+        from ..formats import holds_range
+        out = [kv for kv in out if kv[0] != "accumulate" or holds_range(kv[1], dtype)]
     seen, unique = set(), []
     for kv in out:
         if kv not in seen and str(declared.get(kv[0], "")) != kv[1]:
