@@ -36,11 +36,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..formats import get_format
-
 from ..check.engine import Comparison, Context
 from ..check.verdict import Diagnosis
 from ..diagnosis import claims as declared_claims, establish
+from ..formats import get_format
 from ..language.registry import detector, protocol
 from ..ops import upcast
 from ..ops.base import Lacks

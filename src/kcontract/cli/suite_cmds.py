@@ -118,7 +118,7 @@ def calibration_table(cals) -> Table:
     """One line per contract in 80 columns: the contract (its id names its class), the
     dtype, each calibration kernel's basic test (✓ passes, ✗ fails) and verdict, soundness."""
     from rich import box
-    from ..formats import get_format
+    from ..formats import short_name
     t = Table(title="calibration matrix: basic functional test (✓ passes, ✗ fails) and the "
                     "contract's verdict", title_justify="left", box=box.SIMPLE_HEAD,
               pad_edge=False)
@@ -137,11 +137,7 @@ def calibration_table(cals) -> Table:
                             style="green" if c.sound else "bold red"))
         sound = Text("sound" if cal.sound else ("ERROR: " + cal.error if cal.error else "UNSOUND"),
                      style="bold green" if cal.sound else "bold red")
-        try:
-            dtype = get_format(cal.dtype).short or cal.dtype
-        except Exception:
-            dtype = str(cal.dtype)
-        t.add_row(cal.contract.id, dtype, *row, sound, f"{cal.seconds:.1f}s")
+        t.add_row(cal.contract.id, short_name(cal.dtype), *row, sound, f"{cal.seconds:.1f}s")
     return t
 
 

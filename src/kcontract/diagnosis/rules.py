@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from ..formats import get_format
+from ..formats import get_format, short_name
 from .model import Finding
 
 #: a finding's code -> (rank, the class of the cause it states); lower ranks are more
@@ -96,13 +96,6 @@ def stable_growth(f: Finding) -> bool:
     return f.cls == "C-PRC-02" and f.quantities.get("growth") == "linear"
 
 
-def _short(fmt: str) -> str:
-    try:
-        return get_format(fmt).short or fmt
-    except Exception:
-        return str(fmt)
-
-
 def operand_format(f: Finding) -> Optional[str]:
     """The narrower operand format a precision finding measured (None if it names none)."""
     q = f.quantities
@@ -173,7 +166,7 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
         if opf and kinds <= {"spurious-inf", "spurious-nan", "overflow"}:
             fo = get_format(opf)
             if fo.max < get_format(dtype).max:
-                return (f"operands in {_short(opf)} overflow at {fo.max:g}: Inf where the "
+                return (f"operands in {short_name(opf)} overflow at {fo.max:g}: Inf where the "
                         f"{dtype} result is finite")
         if root.signature == "rounding-mode" and kinds <= {"overflow"}:
             return "rounding toward zero never rounds up to Inf: overflow saturates"
@@ -181,10 +174,10 @@ def _precision_explains(root: Finding, f: Finding, dtype: str) -> Optional[str]:
     if f.cls == "C-PRC-03":
         if opf and (f.quantities.get("nonfinite_outputs") or 0) > 0 \
                 and get_format(opf).max < get_format(dtype).max:
-            return (f"operands in {_short(opf)} overflow at {get_format(opf).max:g}: the "
+            return (f"operands in {short_name(opf)} overflow at {get_format(opf).max:g}: the "
                     f"scaled subnormal cases' results come back as Inf or NaN")
         if opf and get_format(opf).tiny > get_format(dtype).tiny:
-            return (f"operands in {_short(opf)} have no numbers below "
+            return (f"operands in {short_name(opf)} have no numbers below "
                     f"{get_format(opf).smallest_subnormal:.3g}: {dtype} subnormals vanish")
         if f.signature in ("subnormal-wrong", "subnormal-precision") or \
                 f.quantities.get("flushed") in (None, "none", ""):

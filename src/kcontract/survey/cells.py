@@ -75,18 +75,16 @@ class ClassVerdict:
         bad = primary.get("verdict") in ("violation", "error")
         role, cause_class, cause, cause_code = "", "", "", ""
         if bad and diagnosis:
-            cid = str(primary.get("id"))
-            for c in diagnosis.get("primary") or ():
-                if cid in (c.get("contracts") or ()):
-                    role, cause_class, cause = "cause", str(c.get("class", "")), str(c.get("cause", ""))
-                    cause_code = str(c.get("code", ""))
-                    break
-            else:
-                e = (diagnosis.get("explained") or {}).get(cid)
-                if e:
-                    role = "follows"
-                    cause_class = str(e.get("class", ""))
-                    cause = f"explained by {e.get('by', '')}: {e.get('reason', '')}"
+            from ..diagnosis.model import Diagnosis
+            from ..diagnosis.text import place
+            where = place(Diagnosis.from_json(diagnosis), str(primary.get("id")))
+            if where is not None and where[1] is not None:
+                c = where[1]
+                role, cause_class, cause, cause_code = "cause", c.cls, c.text, c.code
+            elif where is not None:
+                e = where[2]
+                role, cause_class = "follows", e.by_class
+                cause = f"explained by {e.by}: {e.reason}"
         return cls(verdict=str(primary.get("verdict")),
                    contracts=tuple(str(r.get("id")) for r in results),
                    code=str(sig.get("code") or "") if bad else "",

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..formats import short_name
 from .cells import CHECKED, NO_CONTRACT
 from .matrix import Difference, SurveyMatrix
 
@@ -35,14 +36,6 @@ def tiny(cls: str) -> str:
 FOLLOWS = "↳"
 
 
-def _dtype_label(dt: str) -> str:
-    from ..formats import get_format
-    try:
-        return get_format(dt).short or dt
-    except Exception:
-        return dt
-
-
 def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = False) -> None:
     t = Table(title=f"kcontract survey: {m.label} ({m.executor}, {m.seconds:.1f} s)",
               title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
@@ -65,7 +58,7 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
                 hidden += 1
                 continue
             if c.status != CHECKED:
-                t.add_row(op + " ", _dtype_label(dt) + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
+                t.add_row(op + " ", short_name(dt) + " ", f"[dim]{c.status}[/]" if c.status != "lost" else
                           f"[bold red]lost[/] {escape(c.error[:40])}", *[""] * len(m.classes))
                 continue
             style = "green" if c.verdict == "conformant" else "dim" if c.verdict == "n/a" else "bold red"
@@ -78,7 +71,7 @@ def print_matrix(m: SurveyMatrix, console: Console, show_unsupported: bool = Fal
                 else:
                     marks.append(f"[{STYLE[verdict]}]{MARK[verdict]}[/]" if STYLE[verdict] else MARK[verdict])
             verdict = {"conformant": "conforms"}.get(c.verdict, c.verdict)
-            t.add_row(op + " ", _dtype_label(dt) + " ", f"[{style}]{verdict}[/] ", *marks)
+            t.add_row(op + " ", short_name(dt) + " ", f"[{style}]{verdict}[/] ", *marks)
     console.print(t)
     console.print("[dim]" + "  ".join(f"{tiny(c)} {c}" for c in m.classes) + "[/]")
     console.print(f"[dim]✓ pass  ✗ a primary cause  {FOLLOWS} violated, explained by the cell's "

@@ -29,12 +29,6 @@ def cast(x, dtype=None):
     return x.astype(getattr(jnp, str(dtype)))
 
 
-def _int(v) -> int:
-    """A 0-d integer argument as a Python int (it may reach the function as a 1-element
-    array)."""
-    return int(jnp.ravel(jnp.asarray(v))[0])
-
-
 def silu_mul(gate, up):
     """No fused op in jax: the composition jax.nn.silu(gate) * up (SwiGLU)."""
     return jax.nn.silu(gate) * up
@@ -44,11 +38,11 @@ def topk(x, k):
     """jax.lax.top_k's indices (k: kcontract passes a 0-d int64 array), as int64: top_k
     returns int32 indices, kcontract's convention is int64 (a calling convention, not a
     numerical difference)."""
-    return jax.lax.top_k(x, _int(k))[1].astype(jnp.int64)
+    return jax.lax.top_k(x, int(k))[1].astype(jnp.int64)
 
 
 def conv2d(x, w, stride, padding):
-    s, p = _int(stride), _int(padding)
+    s, p = int(stride), int(padding)
     return jax.lax.conv_general_dilated(x, w, window_strides=(s, s),
                                         padding=[(p, p), (p, p)],
                                         dimension_numbers=("NCHW", "OIHW", "NCHW"))
