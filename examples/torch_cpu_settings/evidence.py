@@ -38,3 +38,16 @@ torch.backends.mkldnn.matmul.fp32_precision = "ieee"
 print(f"mkldnn fp32_precision='bf16' set directly: max|out - exact| = "
       f"{(out - exact).abs().max().item():.3g}, max|out - bf16-operand product| = "
       f"{(out - bf16_operands).abs().max().item():.3g}")
+
+# which products 'medium' sends to bfloat16: the same comparison per shape (M x K x N)
+print("under 'medium', by shape:")
+for M, K, N in ((32, 16, 32), (16, 512, 16), (64, 128, 64), (256, 64, 256)):
+    a = torch.from_numpy(rng.standard_normal((M, K)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((K, N)).astype(np.float32))
+    torch.set_float32_matmul_precision("medium")
+    out = (a @ b).double()
+    torch.set_float32_matmul_precision("highest")
+    d_exact = (out - a.double() @ b.double()).abs().max().item()
+    d_bf16 = (out - a.bfloat16().double() @ b.bfloat16().double()).abs().max().item()
+    verdict = "operands rounded to bfloat16" if d_bf16 < d_exact / 10 else "float32 operands"
+    print(f"  {M:4d} x {K:4d} x {N:4d}: {verdict}")
