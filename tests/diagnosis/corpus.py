@@ -170,23 +170,19 @@ def _jax_16bit(fn: str, dtype: str) -> tuple:
 
 
 def _jax_cumsum_accumulates_in_float16() -> tuple:
-    """jnp.cumsum of rows of 4096 float16 N(0, 1) values against the exact prefix sums,
-    normwise (the largest error over the row's largest prefix sum), beside the same sums
-    accumulated in float32 and rounded once to float16 (within one float16 unit roundoff):
-    an error several times that one's means the running sums are kept in float16."""
+    """examples/jax_cpu/evidence_cumsum.py: jnp.cumsum of float16 N(0, 1) rows against the
+    exact prefix sums, normwise, beside float32 running sums rounded once to float16
+    (within one float16 unit roundoff): an error several times theirs means the running
+    sums are kept in float16."""
+    import importlib.util
     import jax
     jax.config.update("jax_platforms", "cpu")
-    import jax.numpy as jnp
-    import numpy as np
-    x = np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float16)
-    exact = np.cumsum(x.astype(np.float64), axis=-1)
-    scale = np.max(np.abs(exact), axis=-1, keepdims=True)
-
-    def normwise(y):
-        return float(np.max(np.abs(np.asarray(y, np.float64) - exact) / scale))
-    out = np.asarray(jnp.cumsum(jnp.asarray(x), axis=-1))
-    once = np.cumsum(x.astype(np.float32), axis=-1).astype(np.float16)
-    return ("C-PRC-01",) if normwise(out) > 3.0 * normwise(once) else ()
+    path = os.path.join(HERE, "..", "..", "examples", "jax_cpu", "evidence_cumsum.py")
+    spec = importlib.util.spec_from_file_location("evidence_cumsum", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    jax_err, once_err = mod.normwise_errors()
+    return ("C-PRC-01",) if jax_err > 3.0 * once_err else ()
 
 
 EVIDENCE = {"torch_sdpa_flushes_probabilities": _torch_sdpa_flushes_probabilities,
