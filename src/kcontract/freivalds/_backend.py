@@ -20,6 +20,8 @@ from typing import Any, Iterable
 import ml_dtypes
 import numpy as np
 
+from . import _mkl
+
 #: Elements per widened chunk (1 MiB of float32).
 CHUNK_ELEMS = 1 << 18
 #: Elements per widened chunk on an accelerator (fewer, larger kernels).
@@ -179,9 +181,11 @@ class NumpyOps:
         return contextlib.nullcontext()
 
     # -- passes over a matrix ----------------------------------------------------
-    def matvec(self, X, v, cdtype):
+    def matvec(self, X, v, cdtype, own_threads: bool = False):
         """X (..., M, K) times v (K,) or (..., K) -> (..., M) in ``cdtype``.
-        ``v`` is already in ``cdtype``; X is widened chunk by chunk if needed."""
+        ``v`` is already in ``cdtype``; 16-bit X is read by MKL's mixed-precision product
+        (on the calling thread only, unless ``own_threads``: the views of torch tensors,
+        whose threads are MKL's), other formats are widened chunk by chunk."""
         if X.dtype == cdtype:
             if X.ndim == 2 and v.ndim == 1:
                 return X @ v
@@ -189,6 +193,20 @@ class NumpyOps:
         M, K = X.shape[-2:]
         full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
         out = np.empty(full + (M,), dtype=cdtype)
+        if np.dtype(cdtype) == np.float32 and _mkl.available(X.dtype):
+            # 16-bit operands: MKL's mixed-precision product reads them in their own
+            # bytes (see _mkl); matrices it cannot take are widened below
+            cols = _mkl.columns(v, X.dtype) if v.ndim == 1 else None
+            done = True
+            for idx in np.ndindex(*full):
+                xi = X[sub_index(idx, X.shape[:-2])]
+                vi = v if v.ndim == 1 else v[sub_index(idx, v.shape[:-1])]
+                if _mkl.matvec(xi, vi, out=out[idx], cols=cols,
+                               single=not own_threads) is None:
+                    done = False
+                    break
+            if done:
+                return out
         rows = max(1, CHUNK_ELEMS // max(K, 1))
         widen = _Widener(X.dtype, cdtype, min(rows, M), K)
         for idx in np.ndindex(*full):
@@ -458,14 +476,16 @@ class TorchOps(NumpyOps):
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":
-            # narrow formats on the CPU: widen through a host view, single-threaded
-            # (torch's own conversion is threaded: each chunk's parallel region
-            # waits for the second core, which on a busy machine costs milliseconds
-            # per chunk -- measured 100x the floor at n = 2048)
+            # narrow formats on the CPU, through a host view: bfloat16 / float16 by MKL's
+            # mixed-precision product (torch's own threads), others widened chunk by chunk
+            # (torch's own conversion is threaded: each chunk's parallel region waits for
+            # the second core, which on a busy machine costs milliseconds per chunk --
+            # measured 100x the floor at n = 2048)
             hv = self.host_view(X)
             if hv is not None:
                 vh = v.detach().numpy()
-                return torch.from_numpy(NUMPY_OPS.matvec(hv, vh, vh.dtype.type))
+                return torch.from_numpy(NUMPY_OPS.matvec(hv, vh, vh.dtype.type,
+                                                         own_threads=True))
         elif X.dim() == 2 and v.dim() == 1 and cdtype == torch.float32 and \
                 X.dtype == torch.bfloat16 and self._mm_dtype is not False:
             z = self._matvec_16(X, v)

@@ -25,9 +25,11 @@ import numpy as np
 from ..errors import UsageError
 from ..formats import get_format, round_to
 from . import _model as model
-from ._backend import NUMPY_OPS, ops_for, sub_index
+from . import _mkl
+from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
+from ._screen import host_b_rms, single_scales
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -355,24 +357,35 @@ _ZERO.flags.writeable = False
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
+_BF16, _F16 = NUMPY_FORMATS["bfloat16"], NUMPY_FORMATS["float16"]
+#: (a's dtype, c's dtype) -> (operand format, check precision); a and b must agree.
+_FAST_KINDS = {(_F32, _F32): ("float32", "float32"), (_F64, _F64): ("float64", "float64")}
+for _op in (_BF16, _F16):
+    for _out in (_op, _F32):
+        _FAST_KINDS[(_op, _out)] = (_NP_NAMES[_op], "float32")
+
+
 def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[FreivaldsResult]:
-    """The common call in few operations: one product of 2-D float32 or float64 matrices
-    (numpy arrays, or CPU torch tensors, read through detach), one round, default formats; a
+    """The common call in few operations: one product of 2-D float32 / float64 matrices, or
+    of bfloat16 / float16 operands with a C of their format or float32 (numpy arrays, or
+    CPU torch tensors, read through detach and host views), one round, default formats; a
     torch call may carry a bias vector and the guard's cached weight projection (``pre``).
 
     It computes exactly what the general path computes first -- the signs of ``seed`` (or
-    the cached projection), y = B r, z = A y, w = C r, the residual, the row scales and the
-    calibrated screen (the same functions) -- and returns the result when every row clears
-    the screen.  Anything else (a screened row, a non-finite residual, a batched, narrow or
-    strided product, a bias on numpy arrays) returns None, and the general path decides:
-    the verdicts are the general path's, only its fixed cost is gone (no problem object,
-    no per-call validation beyond what the arrays' own types guarantee)."""
-    ta = type(a)
-    if ta is np.ndarray:
+    the cached projection), y = B r, z = A y, w = C r through the same back-end products,
+    the residual, the row scales and the calibrated screen (the same functions) -- and
+    returns the result when every row clears the screen.  Anything else (a screened row, a
+    non-finite residual, a batched or strided product, a bias on numpy arrays) returns
+    None, and the general path decides: the verdicts are the general path's, only its
+    fixed cost is gone (no problem object, no per-call validation beyond what the arrays'
+    own types guarantee)."""
+    if type(a) is np.ndarray:
         if type(b) is not np.ndarray or type(c) is not np.ndarray or bias is not None \
                 or pre is not None:
             return None
-        host = None
+        ah, bh, ch = a, b, c
+        ops = NUMPY_OPS
+        torch = None
     else:
         torch = __import__("sys").modules.get("torch")
         if torch is None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
@@ -386,60 +399,60 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
                 or b.device.type != "cpu" or c.device.type != "cpu":
             return None
         if bias is not None:
-            if not isinstance(bias, torch.Tensor):
+            if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):
                 return None
             bias = bias.detach()
-        host = torch
-        ta = torch.Tensor
-    if a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
+            if type(bias) is not torch.Tensor or bias.dtype != c.dtype \
+                    or bias.device.type != "cpu":
+                return None
+        ops = ops_for(a, b, c)
+        ah, bh, ch = ops.host_view(a), ops.host_view(b), ops.host_view(c)
+        if ah is None or bh is None or ch is None:
+            return None
+    if ah.ndim != 2 or bh.ndim != 2 or ch.ndim != 2:
         return None
-    M, K = a.shape
-    N = b.shape[1]
-    if b.shape[0] != K or tuple(c.shape) != (M, N) or M == 0 or K < 64 or N < 64:
+    M, K = ah.shape
+    N = bh.shape[1]
+    if bh.shape[0] != K or ch.shape != (M, N) or M == 0 or K < 64 or N < 64 \
+            or ah.dtype != bh.dtype:
+        return None
+    kind = _FAST_KINDS.get((ah.dtype, ch.dtype))
+    if kind is None:
+        return None
+    name, cname = kind
+    narrow = cname != name
+    if narrow and not _mkl.available(ah.dtype):
+        return None
+    if bias is not None and tuple(bias.shape) != (N,):
         return None
     brms = None  # rms_k ||B_k||: the guard's cache knows it, else the screen reads it off y
-    if host is None:
-        dt = a.dtype
-        if dt != b.dtype or dt != c.dtype or (dt != _F32 and dt != _F64):
-            return None
-        name = "float32" if dt == _F32 else "float64"
-        r = signs(seed, 0, N, dt.type)
-        yt = b @ r
-        z = a @ yt
-        w = c @ r
-        ops = NUMPY_OPS
+    cdt = ops.compute_dtype(cname)
+    if pre is not None:
+        pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
+        rd, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
     else:
-        dt = a.dtype
-        if dt != b.dtype or dt != c.dtype or dt not in (host.float32, host.float64):
-            return None
-        if bias is not None and (type(bias) is not ta or tuple(bias.shape) != (N,)
-                                 or bias.dtype != dt or bias.device.type != "cpu"):
-            return None
-        name = "float32" if dt == host.float32 else "float64"
-        ops = ops_for(a, b, c)
-        if pre is not None:
-            pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), ops.compute_dtype(name))
-            rt, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
-        else:
-            r = signs(seed, 0, N, np.float32 if name == "float32" else np.float64)
-            rt = host.from_numpy(r)
-            yt = host.mv(b, rt)
-        z = host.mv(a, yt).numpy()
-        w = host.mv(c, rt).numpy()
-        if bias is not None:
-            z = z + float(ops.take(bias, ()) @ r)
+        r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
+        rd = r if torch is None else torch.from_numpy(r)
+        yt = ops.matvec(b, rd, cdt)
+    z = ops.to_host(ops.matvec(a, yt, cdt))
+    w = ops.to_host(ops.matvec(c, rd, cdt))
+    if bias is not None:
+        z = z + float(ops.take(bias, ()) @ r)
+    # the general path's row scales and calibration (row_scales() and screen() for a single
+    # matrix with host views, without its per-item arrays; max |d| from the median's
+    # partition)
     with np.errstate(over="ignore", invalid="ignore"):
         d = residual(z, w)
-        dmax = float(d.max())
+        if brms is None:
+            brms = host_b_rms(yt if torch is None else ops.host_view(yt), K)
+            if brms is None:
+                return None
+        op_fmt, acc, out_fmt, _ = _formats(name, _NP_NAMES[ch.dtype], None, None)
+        cn, sn = single_scales(ah, ch, seed, M, float(brms))
+        scale, _, calibrated, dmax = model.screen_scale_max(
+            d, cn, sn, K, N, _units_for(acc.name, out_fmt.name, cname))
     if not math.isfinite(dmax):
         return None
-    # the general path's row scales and calibration (screen() for a single matrix, without
-    # its per-item arrays), on a problem-shaped view
-    op_fmt, acc, out_fmt, cname = _formats(name, name, None, None)
-    cn, sn = row_scales(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N, y=yt, b_rms=brms),
-                        seed, 1)
-    scale, _, calibrated = model.screen_scale_one(d, cn, sn, K, N,
-                                                  _units_for(acc.name, out_fmt.name, cname))
     t = model.LAMBDA_SCREEN * scale
     ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
     if not ratio <= 1.0:

@@ -196,16 +196,24 @@ def screen_scale_one(absd: np.ndarray, c_norm: float, s_norm: float, K: int, N: 
                      units: Units):
     """:func:`screen_scale` for a single matrix (``absd`` 1-D), in floats:
     the same quantiles and clipping, without per-item arrays."""
+    return screen_scale_max(absd, c_norm, s_norm, K, N, units)[:3]
+
+
+def screen_scale_max(absd: np.ndarray, c_norm: float, s_norm: float, K: int, N: int,
+                     units: Units):
+    """:func:`screen_scale_one` and max |d| (NaN where ``absd`` holds one) from the same
+    partition: (scale, cap, calibrated, dmax)."""
     rows = absd.shape[0]
     cap = screen_cap(float(c_norm), float(s_norm), K, N, units)
     if rows < MIN_CALIBRATION_ROWS:
-        return cap, cap, False
+        return cap, cap, False, float(absd.max())
     k = rows // 2
     if rows >= TAIL_CALIBRATION_ROWS:
         k9 = int(0.9 * rows)
-        part = np.partition(absd, (k, k9))
+        part = np.partition(absd, (k, k9, rows - 1))
         med_d = max(float(part[k]), float(part[k9]) * (MEDIAN_ABS_NORMAL / Q90_ABS_NORMAL))
     else:
-        med_d = float(np.partition(absd, k)[k])
+        part = np.partition(absd, (k, rows - 1))
+        med_d = float(part[k])
     scale = min(max(med_d / MEDIAN_ABS_NORMAL, FLOOR_FRACTION * cap), cap)
-    return scale, cap, True
+    return scale, cap, True, float(part[rows - 1])

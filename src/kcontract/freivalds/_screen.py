@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _model as model
+from ._backend import NumpyOps
 
 #: Rows sampled per matrix for the screen's row scales; products with at most
 #: SMALL_ROWS rows in all use every row.
@@ -192,15 +193,39 @@ def _block_sq(ops, X, i0: int, k: int) -> float:
     hv = ops.host_view(X)
     if hv is None:
         return float(np.mean(ops.row_norms(X, np.arange(i0, i0 + k)) ** 2))
+    return host_block_sq(hv, i0, k)
+
+
+def host_block_sq(hv: np.ndarray, i0: int, k: int) -> float:
+    """Mean squared norm of rows i0 .. i0 + k - 1 of a 2-D host array (float32 sums,
+    float64 where those overflow)."""
     sub = hv[i0:i0 + k]
     if sub.dtype != np.float32 and sub.dtype != np.float64:
         sub = sub.astype(np.float32)
-    v = sub.ravel()
-    ss = float(np.dot(v, v))
+    ss = float(np.vdot(sub, sub))
     if not math.isfinite(ss):
-        v = v.astype(np.float64)
-        ss = float(np.dot(v, v))
+        sub = sub.astype(np.float64)
+        ss = float(np.vdot(sub, sub))
     return ss / k
+
+
+def host_b_rms(yh: np.ndarray, K: int) -> Optional[float]:
+    """rms_k ||B_k|| from a host y = B r of one matrix (K >= MIN_K_FROM_Y), or None."""
+    v = float(np.dot(yh, yh))
+    return math.sqrt(v / K) if math.isfinite(v) else None
+
+
+def single_scales(ah: np.ndarray, ch: np.ndarray, seed: int, M: int, brms: float):
+    """:func:`row_scales` of one matrix from host views of A and C (floats)."""
+    if M <= SMALL_ROWS:
+        cn2 = float(NumpyOps.row_sq(ch, None).max())
+        cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
+        return cn, math.sqrt(float(NumpyOps.row_sq(ah, None).max())) * brms
+    k = min(SAMPLE_ROWS, M)
+    i0 = seed % (M - k + 1)
+    cn2 = host_block_sq(ch, i0, k)
+    cn = math.sqrt(cn2) if math.isfinite(cn2) else 0.0
+    return cn, math.sqrt(host_block_sq(ah, i0, k)) * brms
 
 
 def row_scales(p, seed: int, items: int):
@@ -211,7 +236,17 @@ def row_scales(p, seed: int, items: int):
     start (O(K + N) per row), with rms_k ||B_k|| from :func:`b_rms`.  Single
     matrices get floats, batches arrays of shape (items,)."""
     ops = p.ops
-    brms = p.b_rms if p.b_rms is not None else b_rms(p, seed, p.y)
+    brms = None
+    if not p.batch and p.b_rms is None and p.y is not None and p.K >= MIN_K_FROM_Y:
+        yh = ops.host_view(p.y)
+        if yh is not None and yh.ndim == 1:
+            brms = host_b_rms(yh, p.K)
+    if brms is None:
+        brms = p.b_rms if p.b_rms is not None else b_rms(p, seed, p.y)
+    if not p.batch and np.ndim(brms) == 0:
+        ah, ch = ops.host_view(p.a), ops.host_view(p.c)
+        if ah is not None and ch is not None:
+            return single_scales(ah, ch, seed, p.M, float(brms))
     if items * p.M <= SMALL_ROWS:
         cn2 = ops.row_sq(p.c, None)  # (batch..., M)
         an2 = ops.row_sq(p.a, None)
