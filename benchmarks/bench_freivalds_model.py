@@ -157,6 +157,7 @@ def main(argv=None) -> int:
             model(tokens)  # fills the weight cache
         g.stats.calls = g.stats.checked = 0
         g.stats.seconds = 0.0
+        g.stats.by_op.clear()
         for rep in range(args.reps):
             for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
                 t0 = time.perf_counter()
@@ -179,9 +180,14 @@ def main(argv=None) -> int:
           f"failed {st.failed}, skipped {st.skipped}, errors {st.errors}, "
           f"weight-cache hits {st.cache_hits}; time inside the checks {check_s * 1e3:.1f} ms "
           f"per forward pass ({check_s / tp:.1%} of it)")
+    for op, (n, sec) in sorted(st.by_op.items()):
+        print(f"  {op:>7}: {n / args.reps:g} products per forward pass, "
+              f"{sec / args.reps * 1e3:.2f} ms ({sec / max(n, 1) * 1e3:.3f} ms each)")
     out = {"load_average": load_average(), "plain_s": tp, "guarded_s": tg,
            "overhead": tg / tp - 1, "products_per_forward": per_fwd, "failed": st.failed,
-           "check_s_per_forward": check_s}
+           "check_s_per_forward": check_s,
+           "by_op": {k: {"per_forward": v[0] / args.reps, "s_per_forward": v[1] / args.reps}
+                     for k, v in st.by_op.items()}}
     if args.inject:
         gen = torch.Generator().manual_seed(3)
         caught = 0

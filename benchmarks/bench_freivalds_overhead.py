@@ -75,6 +75,8 @@ def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
     assert check(C), "honest product failed"
     floor(C)
     t_mm, t_v, t_f = [], [], []
+    after = {0: [], 1: []}  # product times after a check (0) and after a floor (1)
+    last = None
 
     def timed(f, C):
         t0 = time.perf_counter()
@@ -88,6 +90,9 @@ def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
             C = matmul()
             sync()
             t_mm.append(time.perf_counter() - t0)
+            if last is not None:
+                after[last].append(t_mm[-1])
+            last = which
             if which == 0:
                 dt, res = timed(check, C)
                 assert res, "honest product failed"
@@ -99,7 +104,9 @@ def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
     med = statistics.median
     return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
             "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
-            "verify_min_s": min(t_v), "floor_min_s": min(t_f)}
+            "verify_min_s": min(t_v), "floor_min_s": min(t_f),
+            "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
+            "interference": med(after[0]) / med(after[1])}
 
 
 def square_cases(n: int, dtype: str, backends, torch, device):
@@ -207,7 +214,7 @@ def fmt_row(kind, shape, backend, dtype, m) -> str:
     return (f"{kind:>7} {shape:>16} {backend:>6} {dtype:>9} {m['matmul_s'] * 1e3:>10.3f} "
             f"{m['verify_s'] * 1e3:>10.3f} {m['floor_s'] * 1e3:>10.3f} {m['ratio']:>7.2f} "
             f"{m['ratio_min']:>7.2f} {m['verify_s'] / m['matmul_s']:>8.2%} "
-            f"{m['floor_s'] / m['matmul_s']:>8.2%} {flag:>5}")
+            f"{m['floor_s'] / m['matmul_s']:>8.2%} {m['interference']:>6.2f} {flag:>5}")
 
 
 def main(argv=None) -> int:
@@ -242,10 +249,12 @@ def main(argv=None) -> int:
           + (f"; torch {torch.__version__} (threads: {torch.get_num_threads()})" if torch else ""))
     print(f"load average: {load_average()}")
     print(f"median of {args.reps} interleaved repetitions; ratio = verify / floor "
-          f"(goal <= {GOAL}), (min) = smallest verify / smallest floor; % of the product")
+          f"(goal <= {GOAL}), (min) = smallest verify / smallest floor; % of the product; "
+          "next = the next product's time after a check / after a floor (a check that "
+          "leaves threads spinning slows the product that follows it)")
     hdr = (f"{'kind':>7} {'M x K x N':>16} {'lib':>6} {'dtype':>9} {'matmul ms':>10} "
            f"{'verify ms':>10} {'floor ms':>10} {'ratio':>7} {'(min)':>7} {'verify%':>8} "
-           f"{'floor%':>8} {'goal':>5}")
+           f"{'floor%':>8} {'next':>6} {'goal':>5}")
     print(hdr)
     print("-" * len(hdr))
     rows = []

@@ -52,10 +52,13 @@ class GuardStats:
     errors: int = 0  # internal errors of the checker (logged, never raised)
     seconds: float = 0.0  # time spent checking
     failures: list = field(default_factory=list)  # (op name, message), the last 100
+    #: per intercepted op ("linear", "matmul", "bmm", ...): [checks, seconds checking]
+    by_op: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
         d["failures"] = list(self.failures)
+        d["by_op"] = {k: {"checked": v[0], "seconds": v[1]} for k, v in self.by_op.items()}
         return d
 
 
@@ -173,7 +176,13 @@ class Guard(contextlib.ContextDecorator):
                 import torch
 
                 torch.cuda.synchronize(c.device)
-            st.seconds += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            st.seconds += dt
+            op = st.by_op.get(name)
+            if op is None:
+                op = st.by_op[name] = [0, 0.0]
+            op[0] += 1
+            op[1] += dt
         st.checked += 1
         self.last_result = res
         if not res.passed:

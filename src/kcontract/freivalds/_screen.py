@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -81,6 +81,8 @@ class Projection:
     y: Any
     r: np.ndarray
     b_rms: Optional[float] = None
+    #: y as 16-bit columns for MKL's mixed-precision product, per operand dtype (made once)
+    cols: dict = field(default_factory=dict)
 
 
 def stage1(p, rounds: int, seed: int, cdtype, pre=None):
