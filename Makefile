@@ -17,13 +17,13 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # the demo's whole-model case study (examples/tiny_lm) runs torch: the same CPU build
-$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+$(DEMO_STAMP): pyproject.toml setup.py src/kcontract/freivalds/_fastc.c | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 	$(BIN)/python -m pip install -q -e ".[plots]"
 	touch $@
 
 # torch is pinned to the CPU build so a fresh machine does not pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+$(STAMP): pyproject.toml setup.py src/kcontract/freivalds/_fastc.c | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(DEMO_STAMP) $@
@@ -47,4 +47,4 @@ bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) out build *.egg-info src/*.egg-info
+	rm -rf $(VENV) out build *.egg-info src/*.egg-info src/kcontract/freivalds/*.so

@@ -29,7 +29,7 @@ from . import _mkl
 from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import host_b_rms, single_scales
+from ._screen import screen_one
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -449,16 +449,14 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     # the general path's row scales and calibration (row_scales() and screen() for a single
     # matrix with host views, without its per-item arrays; max |d| from the median's
     # partition)
+    op_fmt, acc, out_fmt, _ = _formats(name, _NP_NAMES[ch.dtype], None, None)
     with np.errstate(over="ignore", invalid="ignore"):
-        d = residual(z, w)
-        if brms is None:
-            brms = host_b_rms(yt if torch is None else ops.host_view(yt), K)
-            if brms is None:
-                return None
-        op_fmt, acc, out_fmt, _ = _formats(name, _NP_NAMES[ch.dtype], None, None)
-        cn, sn = single_scales(ah, ch, seed, M, float(brms))
-        scale, _, calibrated, dmax = model.screen_scale_max(
-            d, cn, sn, K, N, _units_for(acc.name, out_fmt.name, cname))
+        one = screen_one(z, w, ah, ch, None if brms is not None else (
+            yt if torch is None else ops.host_view(yt)), brms, seed, M, K, N,
+            _units_for(acc.name, out_fmt.name, cname))
+    if one is None:
+        return None
+    _, dmax, scale, calibrated = one
     if not math.isfinite(dmax):
         return None
     t = model.LAMBDA_SCREEN * scale

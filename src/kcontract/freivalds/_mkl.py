@@ -30,6 +30,11 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
+try:
+    from . import _fastc
+except ImportError:  # pragma: no cover - where the helper module could not be built
+    _fastc = None
+
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -109,6 +114,11 @@ def columns(v: np.ndarray, dtype) -> tuple[np.ndarray, float]:
     """v (float32, K) as K x m columns of ``dtype`` (m = 1 when exact, else 3) whose
     row sums, divided by the returned scale, are v (to about 2^-24 relative)."""
     if dtype == _BF16:
+        if _fastc is not None and v.flags.c_contiguous:
+            out = np.empty((v.shape[0], 3), dtype=np.uint16)
+            if _fastc.bf16_columns(v, out):
+                return out[:, :1].view(_BF16), 1.0
+            return out.view(_BF16), 1.0
         u = v.view(np.uint32)
         if not (u & np.uint32(0xFFFF)).any():  # exactly a bfloat16 (the +-1 signs)
             return (u >> 16).astype(np.uint16).view(_BF16)[:, None], 1.0
@@ -158,13 +168,16 @@ def matvec(X: np.ndarray, v: np.ndarray, out: Optional[np.ndarray] = None,
     M, K = X.shape
     V, scale = columns(v, X.dtype) if cols is None else cols
     m = V.shape[1]
+    if V.strides[1] != V.itemsize and m > 1:
+        V = np.ascontiguousarray(V)
     if m == 1:
         o = out if out is not None else np.empty(M, dtype=np.float32)
     else:
         o = np.empty((M, m), dtype=np.float32)
     if M and K:
         fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, M, m, K, 1.0, X.ctypes.data,
-           X.strides[0] // X.itemsize, V.ctypes.data, m, 0.0, o.ctypes.data, m)
+           X.strides[0] // X.itemsize, V.ctypes.data, V.strides[0] // V.itemsize, 0.0,
+           o.ctypes.data, m)
     elif M:
         o[...] = 0.0
     if m == 1:

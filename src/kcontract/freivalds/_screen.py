@@ -21,6 +21,11 @@ import numpy as np
 from . import _model as model
 from ._backend import NumpyOps
 
+try:  # the per-call O(n) work compiled (optional: the same arithmetic in numpy otherwise)
+    from . import _fastc
+except ImportError:  # pragma: no cover - exercised where no C compiler was available
+    _fastc = None
+
 #: Rows sampled per matrix for the screen's row scales; products with at most
 #: SMALL_ROWS rows in all use every row.
 SAMPLE_ROWS = 4
@@ -49,6 +54,14 @@ def signs(seed: int, stream: int, n: int, dtype=np.int8) -> np.ndarray:
     an offset added to a whole row (or column) of C never cancels out of the
     residual; otherwise the signs are independent and fair."""
     limit = 0.25 * math.sqrt(n)
+    kind = _SIGN_KINDS.get(dtype) if _fastc is not None else None
+    if kind is not None:  # the same signs, expanded and summed in one compiled pass
+        out = np.empty(n, dtype=dtype)
+        for attempt in range(64):
+            total = _fastc.expand_signs(sign_bytes(seed, stream, attempt, n), n, out, kind)
+            if n < 16 or abs(total) >= limit:
+                break
+        return out
     pad = 8 * ((n + 7) // 8) - n
     for attempt in range(64):
         raw = sign_bytes(seed, stream, attempt, n)
@@ -60,6 +73,11 @@ def signs(seed: int, stream: int, n: int, dtype=np.int8) -> np.ndarray:
     if table is None:
         table = _SIGN_TABLES[np.dtype(dtype)]
     return table[np.frombuffer(raw, dtype=np.uint8)].reshape(-1)[:n]
+
+
+_SIGN_KINDS = {}
+for _k, _dt in enumerate((np.float32, np.float64, np.int8)):
+    _SIGN_KINDS[_dt] = _SIGN_KINDS[np.dtype(_dt)] = _k
 
 
 def rademacher(seed: int, stream: int, n: int) -> np.ndarray:
@@ -230,6 +248,78 @@ def single_scales(ah: np.ndarray, ch: np.ndarray, seed: int, M: int, brms: float
     return cn, math.sqrt(host_block_sq(ah, i0, k)) * brms
 
 
+_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+_BLOCK_KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
+                np.dtype("float16"): 3}
+
+
+def _block_kind(x: np.ndarray):
+    k = _BLOCK_KINDS.get(x.dtype)
+    if k is None and x.dtype.itemsize == 2 and x.dtype.name == "bfloat16":
+        return 2
+    return k
+
+
+def screen_one(z: np.ndarray, w: Optional[np.ndarray], ah: np.ndarray, ch: np.ndarray,
+               yh: Optional[np.ndarray], brms: Optional[float], seed: int, M: int, K: int,
+               N: int, units):
+    """The residual, row scales and calibrated screen of one matrix, one round, one group,
+    from host arrays: |z - w| (``w`` None: ``z`` is |d| already), c_norm and s_norm as
+    :func:`row_scales` reads them (``brms`` if known, else from ``yh`` = B r) and
+    :func:`._model.screen_scale_max`.  Returns (d, dmax, scale, calibrated), or None where
+    rms_k ||B_k|| is not known (the caller reads it off B).
+
+    One compiled pass where the helper module is there and the arrays allow it (a large
+    product has just evicted the interpreter's working set, and a dozen small numpy calls
+    cost more than the arithmetic); otherwise the same arithmetic in numpy."""
+    kz = _KINDS.get(z.dtype)
+    if _fastc is not None and kz is not None and z.flags.c_contiguous \
+            and z.ndim == 1 and (w is None or (w.dtype == z.dtype and w.flags.c_contiguous)):
+        if M <= SMALL_ROWS:  # every row, the largest norms
+            k, rows, cblk, ablk = 1, M, ch, ah
+        else:
+            k, rows = min(SAMPLE_ROWS, M), 0
+            i0 = seed % (M - k + 1)
+            cblk, ablk = ch[i0:i0 + k], ah[i0:i0 + k]
+        kc, ka = _block_kind(cblk), _block_kind(ablk)
+        ky = 0 if yh is None else _KINDS.get(yh.dtype)
+        if kc is not None and ka is not None and ky is not None and cblk.flags.c_contiguous \
+                and ablk.flags.c_contiguous and (yh is None or yh.flags.c_contiguous):
+            if kc == 2:
+                cblk = cblk.view(np.uint16)
+            if ka == 2:
+                ablk = ablk.view(np.uint16)
+            buf = np.empty(2 * M)
+            calib = M >= model.MIN_CALIBRATION_ROWS
+            k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1
+            dmax, dk, dk9, css, ass, yss = _fastc.screen_stats(
+                z, w, kz, buf, M // 2 if calib else 0, k9 if calib else -1, cblk, kc, ablk,
+                ka, yh if yh is not None else z, ky, rows)
+            if brms is None:
+                if yh is None or K < MIN_K_FROM_Y or not math.isfinite(yss):
+                    return None
+                brms = math.sqrt(yss / K)
+            cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
+            sn = math.sqrt(ass / k) * brms
+            cap = model.screen_cap(cn, sn, K, N, units)
+            if not calib:
+                return buf[:M], dmax, cap, False
+            med_d = dk if k9 < 0 else max(dk, dk9 * (model.MEDIAN_ABS_NORMAL
+                                                     / model.Q90_ABS_NORMAL))
+            scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
+            return buf[:M], dmax, scale, True
+    d = residual(z, w) if w is not None else z
+    if brms is None:
+        if yh is None or K < MIN_K_FROM_Y:
+            return None
+        brms = host_b_rms(yh, K)
+        if brms is None:
+            return None
+    cn, sn = single_scales(ah, ch, seed, M, float(brms))
+    scale, _, calibrated, dmax = model.screen_scale_max(d, cn, sn, K, N, units)
+    return d, dmax, scale, calibrated
+
+
 def row_scales(p, seed: int, items: int):
     """Typical ||C_i|| and sqrt(sum_k a_ik^2 ||b_k||^2) per matrix.
 
@@ -307,6 +397,22 @@ def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
         dmax = float(dI.max())
     finite = math.isfinite(dmax)
     dcal = dI if finite else np.where(np.isfinite(dI), dI, 0.0)
+    if items == 1 and rounds == 1 and G == 1 and finite and not p.batch:
+        ah, ch = p.ops.host_view(p.a), p.ops.host_view(p.c)
+        if ah is not None and ch is not None:
+            yh = None
+            if p.b_rms is None and p.y is not None:
+                yh = p.ops.host_view(p.y)
+                yh = yh if yh is not None and yh.ndim == 1 else None
+            brms = p.b_rms if p.b_rms is not None else (
+                None if yh is not None and p.K >= MIN_K_FROM_Y else b_rms(p, seed, p.y))
+            one = screen_one(dI[0], None, ah, ch, yh, brms, seed, p.M, p.K, p.N, units)
+            if one is not None:
+                _, dmax1, scale, calibrated = one
+                t = model.LAMBDA_SCREEN * scale
+                ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+                return Screen(dI, np.array([t]), np.array([scale]), bool(calibrated), ratio,
+                              ratio <= 1.0)
     c_norm, s_norm = row_scales(p, seed, items)
     # a group of N/G columns: row norms and the check's lengths shrink with it
     gs = 1.0 / math.sqrt(G) if G > 1 else 1.0

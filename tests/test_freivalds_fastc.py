@@ -1,0 +1,112 @@
+"""The compiled per-call helpers (kcontract.freivalds._fastc) against the numpy arithmetic
+they replace: the same signs, the same residual and order statistics, the same screen up
+to the summation order of two sums of squares, and the same verdicts either way."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from kcontract.freivalds import _core, _mkl, _screen, verify
+
+fastc = pytest.importorskip("kcontract.freivalds._fastc")
+UNITS = _core._units_for("float32", "float32", "float32")
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    """The check without the compiled helpers (as where they could not be built)."""
+    def off():
+        monkeypatch.setattr(_screen, "_fastc", None)
+        monkeypatch.setattr(_mkl, "_fastc", None)
+    return off
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 64, 1000, 4097])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int8])
+def test_signs_are_the_same_with_and_without_the_helper(numpy_only, n, dt):
+    got = [_screen.signs(seed, 2, n, dt) for seed in range(30)]
+    numpy_only()
+    for seed, g in enumerate(got):
+        ref = _screen.signs(seed, 2, n, dt)
+        assert g.dtype == ref.dtype and np.array_equal(g, ref)
+
+
+@pytest.mark.parametrize("M", [1, 16, 64, 65, 199, 200, 1000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_screen_one_matches_numpy(numpy_only, M, dtype):
+    rng = np.random.default_rng(M)
+    K, N = 96, 80
+    A = rng.standard_normal((M, K)).astype(dtype)
+    C = rng.standard_normal((M, N)).astype(dtype)
+    y = rng.standard_normal(K).astype(dtype)
+    z = rng.standard_normal(M).astype(dtype)
+    w = (z + rng.standard_normal(M) * 1e-6).astype(dtype)
+    w[M // 3] = z[M // 3] + 1.0  # one outlier: the max, not the median
+    got = _screen.screen_one(z, w, A, C, y, None, 11, M, K, N, UNITS)
+    numpy_only()
+    ref = _screen.screen_one(z, w, A, C, y, None, 11, M, K, N, UNITS)
+    assert np.array_equal(got[0], ref[0])  # |z - w| in float64: exact either way
+    assert got[1] == ref[1] and got[3] == ref[3]
+    assert got[2] == pytest.approx(ref[2], rel=1e-5)  # float64 vs float32 sums of squares
+
+
+def test_order_statistics_are_exact_with_ties_and_a_nan():
+    rng = np.random.default_rng(0)
+    d = np.round(rng.random(500), 2)  # many ties
+    buf = np.empty(1000)
+    blk = np.ones((4, 8), np.float32)
+    st = fastc.screen_stats(d, None, 1, buf, 250, 450, blk, 0, blk, 0, d, 1, 0)
+    part = np.partition(d, (250, 450))
+    assert (st[0], st[1], st[2]) == (d.max(), part[250], part[450])
+    assert np.array_equal(buf[:500], d)  # the residual itself is left in order
+    assert st[3] == st[4] == 32.0 and st[5] == pytest.approx(float(d @ d))
+    d[7] = np.nan
+    assert math.isnan(fastc.screen_stats(d, None, 1, buf, 250, 450, blk, 0, blk, 0, d, 1, 0)[0])
+    d[7] = np.inf
+    assert fastc.screen_stats(d, None, 1, buf, 250, 450, blk, 0, blk, 0, d, 1, 0)[0] == np.inf
+
+
+def test_16bit_blocks_are_read_exactly():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 37)).astype(np.float32)
+    for dt, kind in ((ml_dtypes.bfloat16, 2), (np.float16, 3)):
+        b = x.astype(dt)
+        b[0, 0], b[0, 1] = dt(6e-8) if dt is np.float16 else dt(1e-39), dt(-0.0)
+        buf = np.empty(8)
+        st = fastc.screen_stats(np.zeros(4), None, 1, buf, 2, -1, b.view(np.uint16), kind,
+                                b.view(np.uint16), kind, np.zeros(4), 1, 0)
+        ref = float(np.sum(b.astype(np.float64) ** 2))
+        assert st[3] == pytest.approx(ref, rel=1e-15) and st[4] == st[3]
+
+
+def test_bf16_columns_match_the_numpy_split(numpy_only):
+    rng = np.random.default_rng(2)
+    v = (rng.standard_normal(513) * 10.0 ** rng.integers(-20, 20, 513)).astype(np.float32)
+    got, _ = _mkl.columns(v, _mkl._BF16)
+    r = np.where(rng.random(64) < 0.5, -1.0, 1.0).astype(np.float32)
+    got_r, _ = _mkl.columns(r, _mkl._BF16)
+    numpy_only()
+    ref, _ = _mkl.columns(v, _mkl._BF16)
+    ref_r, _ = _mkl.columns(r, _mkl._BF16)
+    assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
+    assert got_r.shape == ref_r.shape == (64, 1)
+    assert np.array_equal(got_r.astype(np.float32), ref_r.astype(np.float32))
+
+
+def test_verdicts_are_the_same_without_the_helper(numpy_only):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((300, 200)).astype(np.float32)
+    B = rng.standard_normal((200, 250)).astype(np.float32)
+    C = A @ B
+    bad = C.copy()
+    bad[17, 33] += 1e-4 * float(np.abs(C).max())
+    with_helper = [verify(A, B, X, seed=s) for X in (C, bad) for s in range(5)]
+    numpy_only()
+    without = [verify(A, B, X, seed=s) for X in (C, bad) for s in range(5)]
+    for a, b in zip(with_helper, without):
+        assert a.passed == b.passed and a.suspect_elements == b.suspect_elements
+        assert float(a.threshold) == pytest.approx(float(b.threshold), rel=1e-5)
+    assert all(r.passed for r in with_helper[:5]) and not any(r.passed for r in with_helper[5:])
