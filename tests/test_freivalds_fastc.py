@@ -27,9 +27,9 @@ def numpy_only(monkeypatch):
 @pytest.mark.parametrize("n", [1, 15, 16, 64, 1000, 4097])
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.int8])
 def test_signs_are_the_same_with_and_without_the_helper(numpy_only, n, dt):
-    got = [_screen.signs(seed, 2, n, dt) for seed in range(30)]
+    got = [_screen.signs(seed, 2, n, dt) for seed in list(range(30)) + [2 ** 70 + 3]]
     numpy_only()
-    for seed, g in enumerate(got):
+    for seed, g in zip(list(range(30)) + [2 ** 70 + 3], got):
         ref = _screen.signs(seed, 2, n, dt)
         assert g.dtype == ref.dtype and np.array_equal(g, ref)
 
@@ -48,8 +48,8 @@ def test_screen_one_matches_numpy(numpy_only, M, dtype):
     got = _screen.screen_one(z, w, A, C, y, None, 11, M, K, N, UNITS)
     numpy_only()
     ref = _screen.screen_one(z, w, A, C, y, None, 11, M, K, N, UNITS)
-    assert np.array_equal(got[0], ref[0])  # |z - w| in float64: exact either way
-    assert got[1] == ref[1] and got[3] == ref[3]
+    assert got[1] == ref[1] and got[3] == ref[3]  # max |z - w| in float64: exact either way
+    assert ref[1] == np.max(np.abs(z.astype(np.float64) - w))
     assert got[2] == pytest.approx(ref[2], rel=1e-5)  # float64 vs float32 sums of squares
 
 

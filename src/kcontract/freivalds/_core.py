@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -25,11 +26,11 @@ import numpy as np
 from ..errors import UsageError
 from ..formats import get_format, round_to
 from . import _model as model
-from . import _mkl
-from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, sub_index
+from . import _cblas, _mkl
+from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, scratch, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import screen_one
+from ._screen import _M64, _fastc, scale_from_stats, screen_one, screen_plan
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -265,6 +266,21 @@ def _units_for(acc_name: str, out_name: str, check_name: str) -> model.Units:
                        out_tiny=out.smallest_subnormal / 2)
 
 
+_ENTROPY = threading.local()
+
+
+def fresh_seed() -> int:
+    """A fresh 63-bit seed from OS entropy, read 4 KiB at a time (one system call per 512
+    seeds: after a large product a system call costs tens of microseconds)."""
+    st = _ENTROPY.__dict__
+    buf, pos = st.get("buf"), st.get("pos", 0)
+    if buf is None or pos >= len(buf):
+        buf, pos = os.urandom(4096), 0
+        st["buf"] = buf
+    st["pos"] = pos + 8
+    return int.from_bytes(buf[pos:pos + 8], "little") >> 1
+
+
 # ---------------------------------------------------------------------------
 # verify
 # ---------------------------------------------------------------------------
@@ -312,7 +328,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     if rounds == 1 and groups == 1 and bound == "probabilistic" \
             and accumulate is None and output_format is None and (seed is None or (
                 type(seed) is int and seed >= 0)):
-        seed = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
+        seed = fresh_seed() if seed is None else seed
         res = _fast(a, b, c, seed, pfa, bias, _pre)
         if res is not None:
             res.seconds = time.perf_counter() - t0
@@ -324,7 +340,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         p.groups = int(min(groups, max(p.N, 1)))
     p.deterministic = bound == "deterministic"
     if seed is None:
-        seed = int.from_bytes(os.urandom(8), "little") >> 1
+        seed = fresh_seed()
     elif not isinstance(seed, (int, np.integer)) or seed < 0:
         raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
     else:
@@ -425,6 +441,10 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         return None
     if bias is not None and tuple(bias.shape) != (N,):
         return None
+    if torch is None and not narrow:
+        res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa)
+        if res is not False:
+            return res
     brms = None  # rms_k ||B_k||: the guard's cache knows it, else the screen reads it off y
     cdt = ops.compute_dtype(cname)
     if pre is not None:
@@ -470,6 +490,61 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         output_format=out_fmt.name, check_precision=cname, rounds=1, groups=1,
         bound="probabilistic", seed=seed, calibrated=bool(calibrated),
         noise_scale=np.asarray(scale), backend=ops.name)
+
+
+def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float):
+    """:func:`_fast` for C-contiguous numpy float32 / float64 matrices in one compiled call
+    (signs, the three products through numpy's own BLAS function, the screen's statistics)
+    and a few float operations: the same numbers as numpy's ``X @ v`` and as
+    :func:`._screen.screen_one` / :func:`._screen.scale_from_stats` (written out here, with
+    the per-shape constants made once: after a large product every function call costs).
+    False where the helper or numpy's BLAS symbol is not there, or the arrays are not
+    contiguous; None where the general path must decide."""
+    fns = _cblas.gemv() if _fastc is not None else None
+    if not fns or not (a.flags.c_contiguous and b.flags.c_contiguous and c.flags.c_contiguous):
+        return False
+    dt = a.dtype
+    plan = scratch(("stage1", M, K, N, dt), lambda: _compiled_plan(M, K, N, dt, name))
+    r, y, z, w, buf, k, rows, kmed, k9, alpha, beta, fmts = plan
+    i0 = 0 if rows else seed % (M - k + 1)
+    dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns[name], fns["ilp64"], a, b, c,
+                                                 seed & _M64, seed >> 64, r, y, z, w, buf, i0,
+                                                 k, kmed, k9, rows)
+    if not (dmax <= math.inf and yss <= math.inf) or K < 64:  # NaN / Inf: the general path
+        return None
+    brms = math.sqrt(yss / K)
+    cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
+    sn = math.sqrt(ass / k) * brms
+    cap = model.CAP_SLACK * (alpha * (cn * cn) + beta * (sn * sn)) ** 0.5
+    if M < model.MIN_CALIBRATION_ROWS:
+        scale, calibrated = cap, False
+    else:
+        med_d = dk if k9 < 0 else max(dk, dk9 * _Q_RATIO)
+        scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
+        calibrated = True
+    t = model.LAMBDA_SCREEN * scale
+    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+    if not ratio <= 1.0:
+        return None
+    return FreivaldsResult(
+        passed=True, reason="verified", suspect_rows=[], suspects=[],
+        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
+        shape=((), M, K, N), operand_format=name, accumulate=fmts, output_format=name,
+        check_precision=name, rounds=1, groups=1, bound="probabilistic", seed=seed,
+        calibrated=calibrated, noise_scale=np.asarray(scale), backend="numpy")
+
+
+_Q_RATIO = model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL
+
+
+def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
+    """The per-shape part of :func:`_fast_compiled`: scratch vectors, the screen's plan
+    (:func:`._screen.screen_plan`) and the cap's coefficients."""
+    k, _, rows, kmed, k9 = screen_plan(M, 0)
+    _, acc, out_fmt, _ = _formats(name, name, None, None)
+    alpha, beta = model.screen_cap_coefficients(K, N, _units_for(acc.name, out_fmt.name, name))
+    return (np.empty(N, dtype=dt), np.empty(K, dtype=dt), np.empty(M, dtype=dt),
+            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9, alpha, beta, acc.name)
 
 
 @dataclass

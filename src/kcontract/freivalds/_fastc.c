@@ -5,9 +5,9 @@
  * several microseconds, and the check made a dozen of them beside its three
  * matrix-vector products; these functions do the same arithmetic in one pass:
  *
- *   expand_signs(raw, n, out, kind) -> sum
- *       the first n bits of raw, most significant first, as +-1 (bit 1 -> -1) into out
- *       (kind 0: float32, 1: float64, 2: int8); returns the sum of the signs.
+ *   signs(seed_lo, seed_hi, stream, n, out, kind) -> sum
+ *       the check's balanced +-1 signs of (seed, stream) into out (kind 0: float32,
+ *       1: float64, 2: int8), as kcontract.freivalds._screen.signs defines them.
  *   screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows)
  *       -> (max |d|, d_(k), d_(k9), sum c^2, sum a^2, sum y^2)
  *       (rows > 0: cblk and ablk hold that many rows, and the sums are of the largest row)
@@ -137,34 +137,69 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
     return a[k];
 }
 
-static PyObject *expand_signs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "expand_signs(raw, n, out, kind)");
-        return NULL;
-    }
-    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
-    long kind = PyLong_AsLong(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    Py_buffer raw, out;
-    if (get(args[0], &raw, 0) < 0) return NULL;
-    if (get(args[2], &out, 1) < 0) { PyBuffer_Release(&raw); return NULL; }
-    Py_ssize_t item = kind == 0 ? 4 : kind == 1 ? 8 : 1;
-    if (n < 0 || raw.len * 8 < n || out.len < n * item || kind < 0 || kind > 2) {
-        PyBuffer_Release(&raw); PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "expand_signs: buffers too small or bad kind");
-        return NULL;
-    }
-    const unsigned char *r = (const unsigned char *)raw.buf;
+/* the signs' generator (see kcontract.freivalds._screen.signs): SplitMix64's finaliser */
+static inline uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t sign_key(uint64_t lo, uint64_t hi, uint64_t stream, uint64_t attempt) {
+    return mix64(mix64(lo) ^ hi ^ mix64((stream << 8) | attempt));
+}
+
+/* n signs of one key into out (kind 0 float32, 1 float64, 2 int8); returns their sum */
+static Py_ssize_t fill_signs(uint64_t key, Py_ssize_t n, void *out, int kind) {
     Py_ssize_t neg = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int bit = (r[i >> 3] >> (7 - (i & 7))) & 1;
-        neg += bit;
-        if (kind == 0) ((float *)out.buf)[i] = bit ? -1.0f : 1.0f;
-        else if (kind == 1) ((double *)out.buf)[i] = bit ? -1.0 : 1.0;
-        else ((int8_t *)out.buf)[i] = bit ? -1 : 1;
+    for (Py_ssize_t j = 0; j * 64 < n; j++) {
+        uint64_t word = mix64(key + (uint64_t)j * 0x9E3779B97F4A7C15ull);
+        Py_ssize_t m = n - j * 64 < 64 ? n - j * 64 : 64;
+        for (Py_ssize_t b = 0; b < m; b++) {
+            int bit = (int)((word >> (63 - b)) & 1u);
+            Py_ssize_t i = j * 64 + b;
+            neg += bit;
+            if (kind == 0) ((float *)out)[i] = bit ? -1.0f : 1.0f;
+            else if (kind == 1) ((double *)out)[i] = bit ? -1.0 : 1.0;
+            else ((int8_t *)out)[i] = (int8_t)(bit ? -1 : 1);
+        }
     }
-    PyBuffer_Release(&raw); PyBuffer_Release(&out);
-    return PyLong_FromSsize_t(n - 2 * neg);
+    return n - 2 * neg;
+}
+
+/* the balanced signs of (seed, stream): redrawn while |sum| < sqrt(n) / 4 (64 attempts) */
+static Py_ssize_t balanced_signs(uint64_t lo, uint64_t hi, uint64_t stream, Py_ssize_t n,
+                                 void *out, int kind) {
+    double limit = 0.25 * sqrt((double)n);
+    Py_ssize_t total = 0;
+    for (uint64_t attempt = 0; attempt < 64; attempt++) {
+        total = fill_signs(sign_key(lo, hi, stream, attempt), n, out, kind);
+        if (n < 16 || fabs((double)total) >= limit) break;
+    }
+    return total;
+}
+
+static PyObject *signs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "signs(seed_lo, seed_hi, stream, n, out, kind)");
+        return NULL;
+    }
+    uint64_t lo = PyLong_AsUnsignedLongLong(args[0]), hi = PyLong_AsUnsignedLongLong(args[1]);
+    uint64_t stream = PyLong_AsUnsignedLongLong(args[2]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
+    long kind = PyLong_AsLong(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer out;
+    if (get(args[4], &out, 1) < 0) return NULL;
+    Py_ssize_t item = kind == 0 ? 4 : kind == 1 ? 8 : 1;
+    if (n < 0 || out.len < n * item || kind < 0 || kind > 2) {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "signs: out too small or bad kind");
+        return NULL;
+    }
+    Py_ssize_t total = balanced_signs(lo, hi, stream, n, out.buf, (int)kind);
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(total);
 }
 
 static PyObject *screen_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -294,9 +329,127 @@ static PyObject *bf16_columns(PyObject *self, PyObject *const *args, Py_ssize_t 
     return PyBool_FromLong(exact);
 }
 
+/* CBLAS gemv, 64-bit (ILP64) and 32-bit integer interfaces */
+typedef void (*sgemv64_t)(int, int, int64_t, int64_t, float, const float *, int64_t,
+                          const float *, int64_t, float, float *, int64_t);
+typedef void (*dgemv64_t)(int, int, int64_t, int64_t, double, const double *, int64_t,
+                          const double *, int64_t, double, double *, int64_t);
+typedef void (*sgemv32_t)(int, int, int, int, float, const float *, int,
+                          const float *, int, float, float *, int);
+typedef void (*dgemv32_t)(int, int, int, int, double, const double *, int,
+                          const double *, int, double, double *, int);
+
+static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
+                 const void *X, const void *v, void *out) {
+    /* out = X v for a row-major M x K matrix X with leading dimension ld */
+    if (dbl) {
+        if (ilp64) ((dgemv64_t)fn)(101, 111, M, K, 1.0, X, ld, v, 1, 0.0, out, 1);
+        else ((dgemv32_t)fn)(101, 111, (int)M, (int)K, 1.0, X, (int)ld, v, 1, 0.0, out, 1);
+    } else {
+        if (ilp64) ((sgemv64_t)fn)(101, 111, M, K, 1.0f, X, ld, v, 1, 0.0f, out, 1);
+        else ((sgemv32_t)fn)(101, 111, (int)M, (int)K, 1.0f, X, (int)ld, v, 1, 0.0f, out, 1);
+    }
+}
+
+/* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)
+ *   -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
+ * r = the signs of (seed, stream 0); y = B r, z = A y, w = C r through the CBLAS gemv at address fn (the BLAS numpy itself
+ * calls, with the arguments numpy passes it), then screen_stats on z, w, the k rows of
+ * C and A from row i0 (rows > 0: all rows, the largest) and y.  a, b, c, r, y, z, w:
+ * C-contiguous float32 (or all float64) arrays of shapes (M, K), (K, N), (M, N), (N,),
+ * (K,), (M,), (M,); buf: float64 scratch of 2 M. */
+static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
+                                         "w, buf, i0, k, kmed, k9, rows)");
+        return NULL;
+    }
+    uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    int ilp64 = PyObject_IsTrue(args[1]);
+    uint64_t seed_lo = PyLong_AsUnsignedLongLong(args[5]);
+    uint64_t seed_hi = PyLong_AsUnsignedLongLong(args[6]);
+    Py_ssize_t i0 = PyLong_AsSsize_t(args[12]), k = PyLong_AsSsize_t(args[13]);
+    Py_ssize_t kmed = PyLong_AsSsize_t(args[14]), k9 = PyLong_AsSsize_t(args[15]);
+    Py_ssize_t rows = PyLong_AsSsize_t(args[16]);
+    if (PyErr_Occurred() || fn == 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stage1: no gemv");
+        return NULL;
+    }
+    Py_buffer bf[8];
+    int got = 0;
+    for (int i = 0; i < 8; i++) {
+        if (PyObject_GetBuffer(args[i < 3 ? 2 + i : 4 + i], &bf[i],
+                               PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND
+                               | (i >= 3 ? PyBUF_WRITABLE : 0)) < 0) goto fail;
+        got++;
+    }
+    Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R = &bf[3], *Y = &bf[4], *Z = &bf[5],
+              *W = &bf[6], *BUF = &bf[7];
+    if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2) {
+        PyErr_SetString(PyExc_ValueError, "stage1: a, b, c must be 2-D");
+        goto fail;
+    }
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
+    Py_ssize_t item = A->itemsize;
+    int dbl = item == 8;
+    if (B->shape[0] != K || C->shape[0] != M || C->shape[1] != N || (item != 4 && item != 8)
+        || B->itemsize != item || C->itemsize != item || R->len != N * item
+        || Y->len != K * item || Z->len != M * item || W->len != M * item
+        || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
+        || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0 || i0 + k > M) {
+        PyErr_SetString(PyExc_ValueError, "stage1: shapes or dtypes do not match");
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
+    gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+    gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
+    gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
+    Py_END_ALLOW_THREADS
+    double *d = (double *)BUF->buf, *tmp = d + M, dmax = 0.0;
+    int nan = 0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double v = dbl ? fabs(((double *)Z->buf)[i] - ((double *)W->buf)[i])
+                       : fabs((double)((float *)Z->buf)[i] - (double)((float *)W->buf)[i]);
+        d[i] = v;
+        if (v > dmax) dmax = v;
+        else if (v != v) nan = 1;
+    }
+    double dk = NAN, dk9 = NAN;
+    if (!nan && isfinite(dmax)) {
+        memcpy(tmp, d, (size_t)M * sizeof(double));
+        if (k9 >= 0) {
+            dk9 = select_k(tmp, M, k9);
+            dk = select_k(tmp, k9 + 1, kmed);
+        } else {
+            dk = select_k(tmp, M, kmed);
+        }
+    } else if (nan) {
+        dmax = NAN;
+    }
+    int kind = dbl ? 1 : 0;
+    double css, ass;
+    if (rows > 0) {
+        Py_buffer cb = *C, ab = *A;
+        css = sumsq(&cb, kind, N);
+        ass = sumsq(&ab, kind, K);
+    } else {
+        css = sumsq_n((const char *)C->buf + i0 * N * item, k * N, kind);
+        ass = sumsq_n((const char *)A->buf + i0 * K * item, k * K, kind);
+    }
+    double yss = sumsq_n(Y->buf, K, kind);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
-    {"expand_signs", (PyCFunction)(void (*)(void))expand_signs, METH_FASTCALL,
-     "expand_signs(raw, n, out, kind) -> sum of the signs"},
+    {"stage1", (PyCFunction)(void (*)(void))stage1, METH_FASTCALL,
+     "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)"},
+    {"signs", (PyCFunction)(void (*)(void))signs, METH_FASTCALL,
+     "signs(seed_lo, seed_hi, stream, n, out, kind) -> sum of the signs"},
     {"screen_stats", (PyCFunction)(void (*)(void))screen_stats, METH_FASTCALL,
      "screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows) -> 6 floats"},
     {"bf16_columns", (PyCFunction)(void (*)(void))bf16_columns, METH_FASTCALL,

@@ -150,11 +150,17 @@ def screen_cap(c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,
     if not isinstance(c_norm, float):
         c_norm = np.asarray(c_norm, dtype=np.float64)
         s_norm = np.asarray(s_norm, dtype=np.float64)
-    c2 = c_norm * c_norm
-    s2 = s_norm * s_norm
-    var = (units.acc ** 2 * K * (c2 / 3.0 + s2 / 2.0) / 3.0 + units.out ** 2 * c2 / 3.0
-           + units.check ** 2 * ((N + K) * s2 + N * c2) / 6.0)
+    alpha, beta = screen_cap_coefficients(K, N, units)
+    var = alpha * (c_norm * c_norm) + beta * (s_norm * s_norm)
     return CAP_SLACK * var ** 0.5
+
+
+def screen_cap_coefficients(K: int, N: int, units: Units) -> tuple:
+    """(alpha, beta) with the cap's variance alpha ||C_i||^2 + beta S_i^2 (see
+    :func:`screen_cap`)."""
+    alpha = units.acc ** 2 * K / 9.0 + units.out ** 2 / 3.0 + units.check ** 2 * N / 6.0
+    beta = units.acc ** 2 * K / 6.0 + units.check ** 2 * (N + K) / 6.0
+    return alpha, beta
 
 
 def screen_scale(absd: np.ndarray, c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,

@@ -3,15 +3,14 @@ the residual and the screen -- the part every call pays for.
 
 Everything here is O(M + N + K) beyond the three matrix-vector products, and
 written so that its fixed cost stays small next to those passes (a handful of
-small numpy operations): the signs are expanded from SHAKE-256 bytes through a
-256-entry table straight into the check's dtype, the screen's row scales come
+small operations, or one compiled call): the signs come from a counter-based
+generator (SplitMix64) straight into the check's dtype, the screen's row scales come
 from a few sampled rows read through host views (no device round trips for
 CPU tensors), and a product whose residual stays under the threshold leaves
 without any per-row bookkeeping.  See docs/freivalds.md.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -19,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _model as model
-from ._backend import NumpyOps
+from ._backend import NumpyOps, scratch
 
 try:  # the per-call O(n) work compiled (optional: the same arithmetic in numpy otherwise)
     from . import _fastc
@@ -31,48 +30,65 @@ except ImportError:  # pragma: no cover - exercised where no C compiler was avai
 SAMPLE_ROWS = 4
 SMALL_ROWS = 64
 
-# bit k (most significant first, as np.unpackbits) of byte v -> sign (1 -> -1)
-_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1)
-_SIGN_TABLES = {np.dtype(dt): np.where(_BITS == 1, -1, 1).astype(dt)
-                for dt in (np.int8, np.float32, np.float64)}
-_SIGN_TABLES.update({dt.type: t for dt, t in list(_SIGN_TABLES.items())})
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
-def sign_bytes(seed: int, stream: int, attempt: int, n: int) -> bytes:
-    key = (seed.to_bytes(16, "little", signed=False) + stream.to_bytes(8, "little")
-           + attempt.to_bytes(2, "little"))
-    return hashlib.shake_256(key).digest((n + 7) // 8)
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser on a Python int (mod 2^64)."""
+    x = (x + _GOLDEN) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def _mix64_np(x: np.ndarray) -> np.ndarray:
+    """:func:`_mix64` on a uint64 array (numpy's uint64 arithmetic wraps mod 2^64)."""
+    x = x + np.uint64(_GOLDEN)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def sign_key(seed: int, stream: int, attempt: int) -> int:
+    """The 64-bit key of the signs of (seed, stream, attempt)."""
+    lo, hi = seed & _M64, seed >> 64
+    return _mix64(_mix64(lo) ^ hi ^ _mix64((stream << 8) | attempt))
 
 
 def signs(seed: int, stream: int, n: int, dtype=np.int8) -> np.ndarray:
-    """n random +-1 signs from (seed, stream), reproducibly (the bits of
-    SHAKE-256 of the seed, most significant first; bit 1 is -1: unpredictable
-    without the seed), as a contiguous array of ``dtype`` (int8, float32 or
-    float64).
+    """n random +-1 signs from (seed, stream), reproducibly, as a contiguous array of
+    ``dtype`` (int8, float32 or float64).
 
-    Signs whose sum is smaller than sqrt(n)/4 in magnitude are redrawn, so that
-    an offset added to a whole row (or column) of C never cancels out of the
-    residual; otherwise the signs are independent and fair."""
-    limit = 0.25 * math.sqrt(n)
-    kind = _SIGN_KINDS.get(dtype) if _fastc is not None else None
-    if kind is not None:  # the same signs, expanded and summed in one compiled pass
+    Word j of attempt a is SplitMix64's finaliser of key + j * 0x9E3779B97F4A7C15, with
+    key = mix(mix(seed mod 2^64) ^ (seed >> 64) ^ mix(stream * 256 + a)); its 64 bits,
+    most significant first, are signs n = 64 j .. 64 j + 63 (bit 1 is -1).  Signs whose
+    sum is smaller than sqrt(n)/4 in magnitude are redrawn (the next attempt), so that an
+    offset added to a whole row (or column) of C never cancels out of the residual;
+    otherwise the signs are independent and fair.  Seeds are below 2^128."""
+    if seed < 0 or seed >> 128:
+        raise ValueError(f"seeds are integers in [0, 2^128), got {seed}")
+    kind = _SIGN_KINDS.get(dtype)
+    if kind is None:
+        kind = _SIGN_KINDS[np.dtype(dtype)]
+        dtype = np.dtype(dtype).type
+    if _fastc is not None:  # one compiled pass
         out = np.empty(n, dtype=dtype)
-        for attempt in range(64):
-            total = _fastc.expand_signs(sign_bytes(seed, stream, attempt, n), n, out, kind)
-            if n < 16 or abs(total) >= limit:
-                break
+        _fastc.signs(seed & _M64, seed >> 64, stream, n, out, kind)
         return out
-    pad = 8 * ((n + 7) // 8) - n
+    limit = 0.25 * math.sqrt(n)
+    words = (n + 63) // 64
+    steps = np.arange(words, dtype=np.uint64) * np.uint64(_GOLDEN)
     for attempt in range(64):
-        raw = sign_bytes(seed, stream, attempt, n)
-        # the sum of the signs is n - 2 * (number of one bits among the first n)
-        ones = (int.from_bytes(raw, "big") >> pad).bit_count()
-        if n < 16 or abs(n - 2 * ones) >= limit:
+        w = _mix64_np(np.uint64(sign_key(seed, stream, attempt)) + steps)
+        bits = np.unpackbits(w.astype(">u8").view(np.uint8), count=n)
+        r = _SIGN_TABLE[kind][bits]
+        if n < 16 or abs(float(r.sum(dtype=np.float64))) >= limit:
             break
-    table = _SIGN_TABLES.get(dtype)
-    if table is None:
-        table = _SIGN_TABLES[np.dtype(dtype)]
-    return table[np.frombuffer(raw, dtype=np.uint8)].reshape(-1)[:n]
+    return r
+
+
+_SIGN_TABLE = [np.array([1, -1], dtype=dt) for dt in (np.float32, np.float64, np.int8)]
 
 
 _SIGN_KINDS = {}
@@ -260,14 +276,49 @@ def _block_kind(x: np.ndarray):
     return k
 
 
+def scale_from_stats(M: int, K: int, N: int, k: int, k9: int, dmax: float, dk: float,
+                     dk9: float, css: float, ass: float, yss: float, brms: Optional[float],
+                     units):
+    """(None, dmax, scale, calibrated) from the compiled pass's statistics (see
+    :func:`screen_one`): the row scales of ``k`` rows (or the largest row), rms_k ||B_k||
+    from sum y^2 unless ``brms`` is known, the cap and the median / 90 % calibration of
+    :func:`._model.screen_scale_max`; None where rms_k ||B_k|| cannot be read off y."""
+    if brms is None:
+        if K < MIN_K_FROM_Y or not math.isfinite(yss):
+            return None
+        brms = math.sqrt(yss / K)
+    cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
+    sn = math.sqrt(ass / k) * brms
+    cap = model.screen_cap(cn, sn, K, N, units)
+    if M < model.MIN_CALIBRATION_ROWS:
+        return None, dmax, cap, False
+    med_d = dk if k9 < 0 else max(dk, dk9 * (model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL))
+    scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
+    return None, dmax, scale, True
+
+
+def screen_plan(M: int, seed: int):
+    """(k, i0, rows, kmed, k9) of the compiled pass for M rows: the row block (or every row,
+    ``rows`` > 0, for at most SMALL_ROWS rows) and the order statistics wanted."""
+    if M <= SMALL_ROWS:
+        k, i0, rows = 1, 0, M
+    else:
+        k, rows = min(SAMPLE_ROWS, M), 0
+        i0 = seed % (M - k + 1)
+    calib = M >= model.MIN_CALIBRATION_ROWS
+    k9 = int(0.9 * M) if calib and M >= model.TAIL_CALIBRATION_ROWS else -1
+    return k, i0, rows, (M // 2 if calib else 0), k9
+
+
 def screen_one(z: np.ndarray, w: Optional[np.ndarray], ah: np.ndarray, ch: np.ndarray,
                yh: Optional[np.ndarray], brms: Optional[float], seed: int, M: int, K: int,
                N: int, units):
     """The residual, row scales and calibrated screen of one matrix, one round, one group,
     from host arrays: |z - w| (``w`` None: ``z`` is |d| already), c_norm and s_norm as
     :func:`row_scales` reads them (``brms`` if known, else from ``yh`` = B r) and
-    :func:`._model.screen_scale_max`.  Returns (d, dmax, scale, calibrated), or None where
-    rms_k ||B_k|| is not known (the caller reads it off B).
+    :func:`._model.screen_scale_max`.  Returns (d, dmax, scale, calibrated) -- d is None
+    where the compiled pass formed it in a scratch buffer -- or None where rms_k ||B_k|| is
+    not known (the caller reads it off B).
 
     One compiled pass where the helper module is there and the arrays allow it (a large
     product has just evicted the interpreter's working set, and a dozen small numpy calls
@@ -275,12 +326,9 @@ def screen_one(z: np.ndarray, w: Optional[np.ndarray], ah: np.ndarray, ch: np.nd
     kz = _KINDS.get(z.dtype)
     if _fastc is not None and kz is not None and z.flags.c_contiguous \
             and z.ndim == 1 and (w is None or (w.dtype == z.dtype and w.flags.c_contiguous)):
-        if M <= SMALL_ROWS:  # every row, the largest norms
-            k, rows, cblk, ablk = 1, M, ch, ah
-        else:
-            k, rows = min(SAMPLE_ROWS, M), 0
-            i0 = seed % (M - k + 1)
-            cblk, ablk = ch[i0:i0 + k], ah[i0:i0 + k]
+        k, i0, rows, kmed, k9 = screen_plan(M, seed)
+        # every row (the largest norms) for small products, else a block of k rows
+        cblk, ablk = (ch, ah) if rows else (ch[i0:i0 + k], ah[i0:i0 + k])
         kc, ka = _block_kind(cblk), _block_kind(ablk)
         ky = 0 if yh is None else _KINDS.get(yh.dtype)
         if kc is not None and ka is not None and ky is not None and cblk.flags.c_contiguous \
@@ -289,25 +337,13 @@ def screen_one(z: np.ndarray, w: Optional[np.ndarray], ah: np.ndarray, ch: np.nd
                 cblk = cblk.view(np.uint16)
             if ka == 2:
                 ablk = ablk.view(np.uint16)
-            buf = np.empty(2 * M)
-            calib = M >= model.MIN_CALIBRATION_ROWS
-            k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1
+            buf = scratch(("screen", M), lambda: np.empty(2 * M))
             dmax, dk, dk9, css, ass, yss = _fastc.screen_stats(
-                z, w, kz, buf, M // 2 if calib else 0, k9 if calib else -1, cblk, kc, ablk,
-                ka, yh if yh is not None else z, ky, rows)
-            if brms is None:
-                if yh is None or K < MIN_K_FROM_Y or not math.isfinite(yss):
-                    return None
-                brms = math.sqrt(yss / K)
-            cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
-            sn = math.sqrt(ass / k) * brms
-            cap = model.screen_cap(cn, sn, K, N, units)
-            if not calib:
-                return buf[:M], dmax, cap, False
-            med_d = dk if k9 < 0 else max(dk, dk9 * (model.MEDIAN_ABS_NORMAL
-                                                     / model.Q90_ABS_NORMAL))
-            scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
-            return buf[:M], dmax, scale, True
+                z, w, kz, buf, kmed, k9, cblk, kc, ablk, ka, yh if yh is not None else z, ky,
+                rows)
+            if brms is None and yh is None:
+                return None
+            return scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units)
     d = residual(z, w) if w is not None else z
     if brms is None:
         if yh is None or K < MIN_K_FROM_Y:

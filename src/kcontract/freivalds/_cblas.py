@@ -1,0 +1,63 @@
+"""The CBLAS matrix-vector products numpy itself calls, by address.
+
+The compiled stage 1 (``_fastc.stage1``) runs the check's three float32 / float64
+matrix-vector products through the same BLAS function numpy's ``X @ v`` calls, with the
+arguments numpy passes it (row-major, no transpose, unit strides), so its projections
+are numpy's bit for bit -- and the products run on numpy's own BLAS threads, the ones its
+matrix products just used.  The library is numpy's bundled one, found among the loaded
+libraries (numpy's wheels bundle OpenBLAS with a 64-bit integer interface and suffixed
+symbols); where it is not found (numpy built against a system BLAS) the check calls numpy.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Optional
+
+_lock = threading.Lock()
+_FOUND: Optional[dict] = None
+
+#: (symbol suffix, 64-bit integers): numpy's bundled OpenBLAS first, then plain CBLAS.
+_NAMES = (("scipy_cblas_{}64_", True), ("cblas_{}64_", True), ("scipy_cblas_{}", False),
+          ("cblas_{}", False))
+
+
+def _numpy_blas_paths() -> list:
+    import numpy as np  # noqa: F401  (its BLAS is loaded with it)
+
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = {ln.split()[-1] for ln in fh if ".so" in ln}
+    except OSError:
+        return []
+    # numpy's own bundled library only: another BLAS loaded beside it (scipy's, MKL) would
+    # sum in another order than numpy's `X @ v`
+    return sorted(p for p in paths if "blas" in p.lower() and "numpy" in p.lower())
+
+
+def gemv() -> dict:
+    """{'float32': address, 'float64': address, 'ilp64': bool} or {} where not found."""
+    global _FOUND
+    if _FOUND is not None:
+        return _FOUND
+    with _lock:
+        if _FOUND is not None:
+            return _FOUND
+        found: dict = {}
+        for path in _numpy_blas_paths():
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for pattern, ilp64 in _NAMES:
+                s = getattr(lib, pattern.format("sgemv"), None)
+                d = getattr(lib, pattern.format("dgemv"), None)
+                if s is not None and d is not None:
+                    found = {"float32": ctypes.cast(s, ctypes.c_void_p).value,
+                             "float64": ctypes.cast(d, ctypes.c_void_p).value,
+                             "ilp64": ilp64}
+                    break
+            if found:
+                break
+        _FOUND = found
+        return found
