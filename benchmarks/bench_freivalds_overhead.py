@@ -241,7 +241,7 @@ def fmt_row(kind, shape, backend, dtype, m) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048, 4096])
     ap.add_argument("--skinny-m", type=int, nargs="+", default=[1, 16, 128])
     ap.add_argument("--skinny-kn", nargs="+", default=["4096x4096", "4096x14336", "14336x4096"],
                     help="K x N of the skinny products")

@@ -362,6 +362,24 @@ class NumpyOps:
 NUMPY_OPS = NumpyOps()
 
 
+def _cpu_gemv(X, v):
+    """X v for a C-contiguous 2-D CPU tensor through torch.mv's own MKL function, called
+    directly (what the compiled stage 1 calls: the same numbers), or None."""
+    from . import _cblas
+    from ._screen import _fastc as fastc
+
+    if fastc is None or X.requires_grad or v.requires_grad or not X.is_contiguous() \
+            or not v.is_contiguous() or v.dtype != X.dtype:
+        return None
+    fns = _cblas.mkl_gemv()
+    fn = fns.get("float32" if X.element_size() == 4 else "float64") if fns else None
+    if fn is None:
+        return None
+    out = X.new_empty(X.shape[0])
+    fastc.gemv(fn, 2, X.numpy(), v.numpy(), out.numpy())
+    return out
+
+
 def split3(torch, v):
     """A float32 vector v as the columns (hi, mid, lo) of a K x 3 bfloat16 matrix
     whose row sums are v to about 2^-24 relative (8 + 8 + 8 significant bits;
@@ -473,6 +491,10 @@ class TorchOps(NumpyOps):
         torch = self.torch
         if X.dtype == cdtype:
             if X.dim() == 2 and v.dim() == 1:
+                if X.device.type == "cpu":
+                    z = _cpu_gemv(X, v)
+                    if z is not None:
+                        return z
                 return torch.mv(X, v)
             return torch.matmul(X, v.unsqueeze(-1)).squeeze(-1)
         if X.device.type == "cpu":

@@ -35,6 +35,34 @@ def _numpy_blas_paths() -> list:
     return sorted(p for p in paths if "blas" in p.lower() and "numpy" in p.lower())
 
 
+_MKL: Optional[dict] = None
+
+
+def mkl_gemv() -> dict:
+    """{'float32': address, 'float64': address, 'ilp64': 2} of MKL's Fortran sgemv_ /
+    dgemv_ in the CPU torch library (torch.mv's BLAS, on torch's threads), or {}."""
+    global _MKL
+    if _MKL is not None:
+        return _MKL
+    from . import _mkl
+
+    found: dict = {}
+    with _lock:
+        path = _mkl._library_path()
+        try:
+            lib = ctypes.CDLL(path) if path else None
+        except OSError:
+            lib = None
+        s = getattr(lib, "sgemv_", None) if lib is not None else None
+        d = getattr(lib, "dgemv_", None) if lib is not None else None
+        if s is not None and d is not None and _mkl.available(_mkl._BF16):
+            # MKL's mixed-precision GEMM is there too: the library is MKL, 32-bit integers
+            found = {"float32": ctypes.cast(s, ctypes.c_void_p).value,
+                     "float64": ctypes.cast(d, ctypes.c_void_p).value, "ilp64": 2}
+        _MKL = found
+    return found
+
+
 def gemv() -> dict:
     """{'float32': address, 'float64': address, 'ilp64': bool} or {} where not found."""
     global _FOUND
@@ -55,7 +83,7 @@ def gemv() -> dict:
                 if s is not None and d is not None:
                     found = {"float32": ctypes.cast(s, ctypes.c_void_p).value,
                              "float64": ctypes.cast(d, ctypes.c_void_p).value,
-                             "ilp64": ilp64}
+                             "ilp64": int(ilp64)}
                     break
             if found:
                 break

@@ -441,19 +441,34 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         return None
     if bias is not None and tuple(bias.shape) != (N,):
         return None
-    if torch is None and not narrow:
-        res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa)
+    cdt = ops.compute_dtype(cname)
+    pr = None
+    if pre is not None:
+        pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
+    if not narrow and _fastc is not None:  # one compiled call (numpy's BLAS / torch's MKL)
+        if torch is None:
+            res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa, _cblas.gemv())
+        else:
+            zoff = 0.0
+            if bias is not None:
+                r_ = pr.r if pr is not None else signs(seed, 0, N, ah.dtype.type)
+                zoff = float(ops.take(bias, ()) @ r_)
+                if pr is None:
+                    pr = _Given(r_)
+            res = _fast_compiled(ah, bh, ch, M, K, N, name, seed, pfa, _cblas.mkl_gemv(),
+                                 "torch", *((pr.r, ops.host_view(pr.y), pr.b_rms)
+                                            if pr is not None and pr.y is not None
+                                            else ()), zoff=zoff)
         if res is not False:
             return res
     brms = None  # rms_k ||B_k||: the guard's cache knows it, else the screen reads it off y
-    cdt = ops.compute_dtype(cname)
-    if pre is not None:
-        pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
+    if pr is not None and pr.y is not None:
         rd, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
     else:
         r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
         rd = r if torch is None else torch.from_numpy(r)
         yt = ops.matvec(b, rd, cdt)
+        pr = None
     if narrow and pre is not None:  # the cached y's 16-bit columns, made once per weight
         cols = pr.cols.get(ah.dtype)
         if cols is None:
@@ -492,27 +507,41 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         noise_scale=np.asarray(scale), backend=ops.name)
 
 
-def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float):
-    """:func:`_fast` for C-contiguous numpy float32 / float64 matrices in one compiled call
-    (signs, the three products through numpy's own BLAS function, the screen's statistics)
-    and a few float operations: the same numbers as numpy's ``X @ v`` and as
+def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
+                   fns: Optional[dict], backend: str = "numpy", r=None, y=None,
+                   brms: Optional[float] = None, zoff: float = 0.0):
+    """:func:`_fast` for C-contiguous float32 / float64 host matrices in one compiled call
+    (signs, the three products through the BLAS function the back end's own products call
+    -- numpy's ``X @ v``, or torch.mv's MKL -- and the screen's statistics) and a few float
+    operations: the same numbers as the general path's products and
     :func:`._screen.screen_one` / :func:`._screen.scale_from_stats` (written out here, with
     the per-shape constants made once: after a large product every function call costs).
-    False where the helper or numpy's BLAS symbol is not there, or the arrays are not
+    ``r``, ``y``: a cached projection (host views) with its ``brms``; ``zoff``: a bias's
+    b . r.  False where the helper or the BLAS function is not there, or the arrays are not
     contiguous; None where the general path must decide."""
-    fns = _cblas.gemv() if _fastc is not None else None
-    if not fns or not (a.flags.c_contiguous and b.flags.c_contiguous and c.flags.c_contiguous):
+    if not fns or not (a.flags.c_contiguous and c.flags.c_contiguous
+                       and (y is not None or b.flags.c_contiguous)):
         return False
     dt = a.dtype
     plan = scratch(("stage1", M, K, N, dt), lambda: _compiled_plan(M, K, N, dt, name))
-    r, y, z, w, buf, k, rows, kmed, k9, alpha, beta, fmts = plan
+    r0, y0, z, w, buf, k, rows, kmed, k9, alpha, beta, acc = plan
+    given = y is not None
+    if given:
+        if r.dtype != dt or y.dtype != dt or not (r.flags.c_contiguous and y.flags.c_contiguous):
+            return False
+        b = y
+    else:
+        r, y = r0, y0
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns[name], fns["ilp64"], a, b, c,
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
-                                                 k, kmed, k9, rows)
-    if not (dmax <= math.inf and yss <= math.inf) or K < 64:  # NaN / Inf: the general path
+                                                 k, kmed, k9, rows, given, zoff)
+    if not dmax <= math.inf:  # NaN: the general path traces it
         return None
-    brms = math.sqrt(yss / K)
+    if brms is None:
+        if not (yss <= math.inf) or K < 64:
+            return None
+        brms = math.sqrt(yss / K)
     cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
     sn = math.sqrt(ass / k) * brms
     cap = model.CAP_SLACK * (alpha * (cn * cn) + beta * (sn * sn)) ** 0.5
@@ -529,9 +558,17 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     return FreivaldsResult(
         passed=True, reason="verified", suspect_rows=[], suspects=[],
         threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format=name, accumulate=fmts, output_format=name,
+        shape=((), M, K, N), operand_format=name, accumulate=acc, output_format=name,
         check_precision=name, rounds=1, groups=1, bound="probabilistic", seed=seed,
-        calibrated=calibrated, noise_scale=np.asarray(scale), backend="numpy")
+        calibrated=calibrated, noise_scale=np.asarray(scale), backend=backend)
+
+
+class _Given:
+    """The signs of this call, drawn in Python (to fold a bias into the residual) and
+    handed to the compiled call with y = B r still to be computed."""
+
+    def __init__(self, r):
+        self.r, self.y, self.rd, self.b_rms = r, None, None, None
 
 
 _Q_RATIO = model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL

@@ -339,9 +339,30 @@ typedef void (*sgemv32_t)(int, int, int, int, float, const float *, int,
 typedef void (*dgemv32_t)(int, int, int, int, double, const double *, int,
                           const double *, int, double, double *, int);
 
+/* Fortran BLAS gemv with 32-bit integers (MKL in torch's CPU library) */
+typedef void (*sgemvf_t)(const char *, const int *, const int *, const float *, const float *,
+                         const int *, const float *, const int *, const float *, float *,
+                         const int *);
+typedef void (*dgemvf_t)(const char *, const int *, const int *, const double *,
+                         const double *, const int *, const double *, const int *,
+                         const double *, double *, const int *);
+
+/* interface: 0 CBLAS with 32-bit integers, 1 CBLAS with 64-bit integers, 2 Fortran (32-bit) */
 static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
                  const void *X, const void *v, void *out) {
     /* out = X v for a row-major M x K matrix X with leading dimension ld */
+    if (ilp64 == 2) {  /* column-major view: X^T is K x M with leading dimension ld */
+        const char t = 'T';
+        const int m = (int)K, n = (int)M, l = (int)ld, one = 1;
+        if (dbl) {
+            const double a1 = 1.0, b0 = 0.0;
+            ((dgemvf_t)fn)(&t, &m, &n, &a1, X, &l, v, &one, &b0, out, &one);
+        } else {
+            const float a1 = 1.0f, b0 = 0.0f;
+            ((sgemvf_t)fn)(&t, &m, &n, &a1, X, &l, v, &one, &b0, out, &one);
+        }
+        return;
+    }
     if (dbl) {
         if (ilp64) ((dgemv64_t)fn)(101, 111, M, K, 1.0, X, ld, v, 1, 0.0, out, 1);
         else ((dgemv32_t)fn)(101, 111, (int)M, (int)K, 1.0, X, (int)ld, v, 1, 0.0, out, 1);
@@ -353,19 +374,23 @@ static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, P
 
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)
  *   -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
- * r = the signs of (seed, stream 0); y = B r, z = A y, w = C r through the CBLAS gemv at address fn (the BLAS numpy itself
+ * r = the signs of (seed, stream 0); y = B r (y_given: r and y are the caller's), z = A y,
+ * w = C r through the BLAS gemv at address fn (interface ilp64: see gemv) (the BLAS numpy itself
  * calls, with the arguments numpy passes it), then screen_stats on z, w, the k rows of
- * C and A from row i0 (rows > 0: all rows, the largest) and y.  a, b, c, r, y, z, w:
+ * C and A from row i0 (rows > 0: all rows, the largest) and y, with d = |z + zoff - w|
+ * (zoff: a bias's b . r).  a, b, c, r, y, z, w:
  * C-contiguous float32 (or all float64) arrays of shapes (M, K), (K, N), (M, N), (N,),
  * (K,), (M,), (M,); buf: float64 scratch of 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 17) {
+    if (nargs != 19) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
-                                         "w, buf, i0, k, kmed, k9, rows)");
+                                         "w, buf, i0, k, kmed, k9, rows, y_given, zoff)");
         return NULL;
     }
+    int y_given = PyObject_IsTrue(args[17]);
+    double zoff = PyFloat_AsDouble(args[18]);
     uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
-    int ilp64 = PyObject_IsTrue(args[1]);
+    int ilp64 = (int)PyLong_AsLong(args[1]);
     uint64_t seed_lo = PyLong_AsUnsignedLongLong(args[5]);
     uint64_t seed_hi = PyLong_AsUnsignedLongLong(args[6]);
     Py_ssize_t i0 = PyLong_AsSsize_t(args[12]), k = PyLong_AsSsize_t(args[13]);
@@ -385,15 +410,15 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R = &bf[3], *Y = &bf[4], *Z = &bf[5],
               *W = &bf[6], *BUF = &bf[7];
-    if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2) {
+    if (A->ndim != 2 || (!y_given && B->ndim != 2) || C->ndim != 2) {
         PyErr_SetString(PyExc_ValueError, "stage1: a, b, c must be 2-D");
         goto fail;
     }
-    Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
     Py_ssize_t item = A->itemsize;
     int dbl = item == 8;
-    if (B->shape[0] != K || C->shape[0] != M || C->shape[1] != N || (item != 4 && item != 8)
-        || B->itemsize != item || C->itemsize != item || R->len != N * item
+    if ((!y_given && (B->shape[0] != K || B->shape[1] != N)) || C->shape[0] != M
+        || (item != 4 && item != 8) || B->itemsize != item || C->itemsize != item || R->len != N * item
         || Y->len != K * item || Z->len != M * item || W->len != M * item
         || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
         || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0 || i0 + k > M) {
@@ -401,16 +426,21 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS
-    balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
-    gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+    if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
+        balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
+        gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+    }
     gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
     gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
     Py_END_ALLOW_THREADS
     double *d = (double *)BUF->buf, *tmp = d + M, dmax = 0.0;
+    const float zoff32 = (float)zoff;
     int nan = 0;
     for (Py_ssize_t i = 0; i < M; i++) {
-        double v = dbl ? fabs(((double *)Z->buf)[i] - ((double *)W->buf)[i])
-                       : fabs((double)((float *)Z->buf)[i] - (double)((float *)W->buf)[i]);
+        /* z + zoff in the check's own precision (as numpy adds a Python float to z) */
+        double v = dbl ? fabs((((double *)Z->buf)[i] + zoff) - ((double *)W->buf)[i])
+                       : fabs((double)(((float *)Z->buf)[i] + zoff32)
+                              - (double)((float *)W->buf)[i]);
         d[i] = v;
         if (v > dmax) dmax = v;
         else if (v != v) nan = 1;
@@ -445,9 +475,43 @@ fail:
     return NULL;
 }
 
+/* gemv(fn, interface, x, v, out): out = x v for a C-contiguous 2-D x (float32 or float64)
+ * through the BLAS function at fn -- what stage1 calls, for the general path's products */
+static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "gemv(fn, interface, x, v, out)");
+        return NULL;
+    }
+    uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    int ilp64 = (int)PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer x, v, out;
+    if (PyObject_GetBuffer(args[2], &x, PyBUF_C_CONTIGUOUS | PyBUF_ND) < 0) return NULL;
+    if (get(args[3], &v, 0) < 0) { PyBuffer_Release(&x); return NULL; }
+    if (get(args[4], &out, 1) < 0) { PyBuffer_Release(&x); PyBuffer_Release(&v); return NULL; }
+    int ok = x.ndim == 2 && (x.itemsize == 4 || x.itemsize == 8)
+             && v.len == x.shape[1] * x.itemsize && out.len == x.shape[0] * x.itemsize
+             && fn != 0;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        gemv(fn, ilp64, x.itemsize == 8, x.shape[0], x.shape[1], x.shape[1], x.buf, v.buf,
+             out.buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "gemv: shapes or dtypes do not match");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"gemv", (PyCFunction)(void (*)(void))gemv_py, METH_FASTCALL,
+     "gemv(fn, interface, x, v, out): out = x v"},
     {"stage1", (PyCFunction)(void (*)(void))stage1, METH_FASTCALL,
-     "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)"},
+     "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows, "
+     "y_given, zoff)"},
     {"signs", (PyCFunction)(void (*)(void))signs, METH_FASTCALL,
      "signs(seed_lo, seed_hi, stream, n, out, kind) -> sum of the signs"},
     {"screen_stats", (PyCFunction)(void (*)(void))screen_stats, METH_FASTCALL,
