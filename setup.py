@@ -7,4 +7,4 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("kcontract.freivalds._fastc",
                              ["src/kcontract/freivalds/_fastc.c"],
-                             extra_compile_args=["-O3"], optional=True)])
+                             extra_compile_args=["-O3", "-fopenmp-simd"], optional=True)])

@@ -91,26 +91,23 @@ static double sumsq(const Py_buffer *b, int kind, Py_ssize_t rowlen) {
 }
 
 static double sumsq_n(const void *buf, Py_ssize_t n, int kind) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    Py_ssize_t i = 0;
+    /* float64 sums of squares; the order of the additions is left to the vectoriser */
+    double s = 0.0;
     if (kind == 0) {
         const float *x = (const float *)buf;
-        for (; i + 4 <= n; i += 4) {
-            double a = x[i], c = x[i + 1], d = x[i + 2], e = x[i + 3];
-            s0 += a * a; s1 += c * c; s2 += d * d; s3 += e * e;
-        }
+#pragma omp simd reduction(+ : s)
+        for (Py_ssize_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
     } else if (kind == 1) {
         const double *x = (const double *)buf;
-        for (; i + 4 <= n; i += 4) {
-            s0 += x[i] * x[i]; s1 += x[i + 1] * x[i + 1];
-            s2 += x[i + 2] * x[i + 2]; s3 += x[i + 3] * x[i + 3];
+#pragma omp simd reduction(+ : s)
+        for (Py_ssize_t i = 0; i < n; i++) s += x[i] * x[i];
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = elem(buf, kind, i);
+            s += v * v;
         }
     }
-    for (; i < n; i++) {
-        double v = elem(buf, kind, i);
-        s0 += v * v;
-    }
-    return (s0 + s1) + (s2 + s3);
+    return s;
 }
 
 /* the k-th smallest of a[0:n] (0-based), reordering a (Hoare's selection) */
