@@ -445,6 +445,15 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     pr = None
     if pre is not None:
         pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
+    if narrow and ah.dtype == _BF16 and _fastc is not None:  # MKL's 16-bit GEMM, one call
+        zoff = 0.0
+        if bias is not None:
+            r_ = pr.r if pr is not None else signs(seed, 0, N, np.float32)
+            zoff = float(ops.take(bias, ()) @ r_)
+        res = _fast_compiled16(ah, bh, ch, M, K, N, seed, pfa, torch is None,
+                               pr if pr is not None and pr.y is not None else None, zoff, ops)
+        if res is not False:
+            return res
     if not narrow and _fastc is not None:  # one compiled call (numpy's BLAS / torch's MKL)
         if torch is None:
             res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa, _cblas.gemv())
@@ -561,6 +570,85 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
         shape=((), M, K, N), operand_format=name, accumulate=acc, output_format=name,
         check_precision=name, rounds=1, groups=1, bound="probabilistic", seed=seed,
         calibrated=calibrated, noise_scale=np.asarray(scale), backend=backend)
+
+
+def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
+                     pr, zoff: float, ops):
+    """:func:`_fast_compiled` for bfloat16 operands (C in bfloat16 or float32): the general
+    path's MKL products (:mod:`._mkl`: one column for the signs, y's exact three bfloat16
+    parts, float32 results; the calling thread only for numpy arrays) in one compiled call.
+    ``pr``: the guard's cached projection (its y's parts are made once and kept)."""
+    addr = _mkl.addresses()
+    if not addr:
+        return False
+    c16 = c.dtype == _BF16
+    vfn, iface = 0, 0
+    if not c16:
+        fns = _cblas.gemv() if numpy_arrays else _cblas.mkl_gemv()
+        if not fns:
+            return False
+        vfn, iface = fns["float32"], fns["ilp64"]
+    if not (a.flags.c_contiguous and c.flags.c_contiguous
+            and (pr is not None or b.flags.c_contiguous)):
+        return False
+    out_name = "bfloat16" if c16 else "float32"
+    plan = scratch(("stage1_16", M, K, N, c16), lambda: _compiled_plan16(M, K, N, out_name))
+    r32, r16, y, V, z3, z, w, buf, k, rows, kmed, k9, alpha, beta = plan
+    ncols, ldv, given = 3, 3, pr is not None
+    if given:
+        parts = pr.cols.get("stage1_16")
+        if parts is None:
+            yh = ops.host_view(pr.y)
+            Vc = np.empty((K, 3), dtype=np.uint16)
+            ncols = 1 if _fastc.bf16_columns(np.ascontiguousarray(yh), Vc) else 3
+            rb = np.where(pr.r < 0, 0xBF80, 0x3F80).astype(np.uint16)
+            parts = pr.cols["stage1_16"] = (np.ascontiguousarray(pr.r, dtype=np.float32), rb,
+                                            np.ascontiguousarray(yh), Vc, ncols)
+        r32, r16, y, V, ncols = parts
+    i0 = 0 if rows else seed % (M - k + 1)
+    dmax, dk, dk9, css, ass, yss = _fastc.stage1_16(
+        addr["bf16"], vfn, iface, addr["threads"], numpy_arrays, a.view(np.uint16),
+        y if given else b.view(np.uint16), c.view(np.uint16) if c16 else c, seed & _M64,
+        seed >> 64, r32, r16, y, V, ncols, ldv, z3, z, w, buf, i0, k, kmed, k9, rows, given,
+        zoff)
+    if not dmax <= math.inf:
+        return None
+    brms = pr.b_rms if given and pr.b_rms is not None else None
+    if brms is None:
+        if not (yss <= math.inf):
+            return None
+        brms = math.sqrt(yss / K)
+    cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
+    sn = math.sqrt(ass / k) * brms
+    cap = model.CAP_SLACK * (alpha * (cn * cn) + beta * (sn * sn)) ** 0.5
+    if M < model.MIN_CALIBRATION_ROWS:
+        scale, calibrated = cap, False
+    else:
+        med_d = dk if k9 < 0 else max(dk, dk9 * _Q_RATIO)
+        scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
+        calibrated = True
+    t = model.LAMBDA_SCREEN * scale
+    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+    if not ratio <= 1.0:
+        return None
+    return FreivaldsResult(
+        passed=True, reason="verified", suspect_rows=[], suspects=[],
+        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
+        shape=((), M, K, N), operand_format="bfloat16", accumulate="float32",
+        output_format=out_name, check_precision="float32", rounds=1, groups=1,
+        bound="probabilistic", seed=seed, calibrated=calibrated,
+        noise_scale=np.asarray(scale), backend=ops.name)
+
+
+def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
+    """The per-shape part of :func:`_fast_compiled16`."""
+    k, _, rows, kmed, k9 = screen_plan(M, 0)
+    alpha, beta = model.screen_cap_coefficients(K, N, _units_for("float32", out_name,
+                                                                 "float32"))
+    return (np.empty(N, dtype=np.float32), np.empty(N, dtype=np.uint16),
+            np.empty(K, dtype=np.float32), np.empty((K, 3), dtype=np.uint16),
+            np.empty((M, 3), dtype=np.float32), np.empty(M, dtype=np.float32),
+            np.empty(M, dtype=np.float32), np.empty(2 * M), k, rows, kmed, k9, alpha, beta)
 
 
 class _Given:

@@ -101,6 +101,14 @@ static double sumsq_n(const void *buf, Py_ssize_t n, int kind) {
         const double *x = (const double *)buf;
 #pragma omp simd reduction(+ : s)
         for (Py_ssize_t i = 0; i < n; i++) s += x[i] * x[i];
+    } else if (kind == 2) {
+        const uint16_t *x = (const uint16_t *)buf;
+#pragma omp simd reduction(+ : s)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            union { uint32_t u; float f; } c;
+            c.u = (uint32_t)x[i] << 16;
+            s += (double)c.f * (double)c.f;
+        }
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             double v = elem(buf, kind, i);
@@ -503,7 +511,162 @@ static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* MKL's cblas_gemm_bf16bf16f32 (32-bit integers) and MKL_Set_Num_Threads_Local */
+typedef void (*gemm16_t)(int, int, int, int, int, int, float, const void *, int, const void *,
+                         int, float, float *, int);
+typedef int (*setthreads_t)(int);
+
+static void gemm16(uintptr_t fn, Py_ssize_t M, Py_ssize_t n, Py_ssize_t K, const void *X,
+                   Py_ssize_t ldx, const void *V, Py_ssize_t ldv, float *out) {
+    /* out (M x n, row-major) = X (M x K, 16-bit, leading dimension ldx) V (K x n, ldv) */
+    ((gemm16_t)fn)(101, 111, 111, (int)M, (int)n, (int)K, 1.0f, X, (int)ldx, V, (int)ldv, 0.0f,
+                   out, (int)n);
+}
+
+/* stage1_16(gemm, gemv, iface, setthreads, single, a, b, c, seed_lo, seed_hi, r32, r16, y,
+ *           V, ncols, ldv, z3, z, w, buf, i0, k, kmed, k9, rows, y_given, zoff)
+ *   -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
+ * bfloat16 operands a (M x K) and b (K x N) (uint16 bits), c of bfloat16 bits or float32:
+ * the general path's products in one call.  r = the signs (float32 r32, bfloat16 bits r16),
+ * y = B r by MKL's mixed-precision GEMM (one column), y as bfloat16 columns V (three, or
+ * one where y is exactly bfloat16, in a K x 3 buffer: ldv 3), z = A V summed over the
+ * columns in float32, w = C r (GEMM for bfloat16 c, the BLAS gemv at `gemv` for float32
+ * c).  y_given: r32, r16, y and V (ncols, ldv) are the caller's.  single: MKL on the calling
+ * thread only (setthreads).  Then the statistics of stage1. */
+static PyObject *stage1_16(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 27) {
+        PyErr_SetString(PyExc_TypeError, "stage1_16: 27 arguments");
+        return NULL;
+    }
+    uintptr_t gfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    uintptr_t vfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
+    int iface = (int)PyLong_AsLong(args[2]);
+    uintptr_t tfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[3]);
+    int single = PyObject_IsTrue(args[4]);
+    uint64_t seed_lo = PyLong_AsUnsignedLongLong(args[8]);
+    uint64_t seed_hi = PyLong_AsUnsignedLongLong(args[9]);
+    Py_ssize_t ncols = PyLong_AsSsize_t(args[14]), ldv = PyLong_AsSsize_t(args[15]);
+    Py_ssize_t i0 = PyLong_AsSsize_t(args[20]), k = PyLong_AsSsize_t(args[21]);
+    Py_ssize_t kmed = PyLong_AsSsize_t(args[22]), k9 = PyLong_AsSsize_t(args[23]);
+    Py_ssize_t rows = PyLong_AsSsize_t(args[24]);
+    int y_given = PyObject_IsTrue(args[25]);
+    double zoff = PyFloat_AsDouble(args[26]);
+    if (PyErr_Occurred() || gfn == 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stage1_16: no GEMM");
+        return NULL;
+    }
+    /* a, b, c, r32, r16, y, V, z3, z, w, buf */
+    static const int idx[11] = {5, 6, 7, 10, 11, 12, 13, 16, 17, 18, 19};
+    Py_buffer bf[11];
+    int got = 0;
+    for (int i = 0; i < 11; i++) {
+        int wr = i >= 3 && !(y_given && i <= 6);
+        if (PyObject_GetBuffer(args[idx[i]], &bf[i], PyBUF_C_CONTIGUOUS | PyBUF_ND
+                               | (wr ? PyBUF_WRITABLE : 0)) < 0) goto fail;
+        got++;
+    }
+    Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R32 = &bf[3], *R16 = &bf[4], *Y = &bf[5],
+              *V = &bf[6], *Z3 = &bf[7], *Z = &bf[8], *W = &bf[9], *BUF = &bf[10];
+    if (A->ndim != 2 || C->ndim != 2 || (!y_given && B->ndim != 2)) {
+        PyErr_SetString(PyExc_ValueError, "stage1_16: a, b, c must be 2-D");
+        goto fail;
+    }
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
+    int c16 = C->itemsize == 2;
+    if (A->itemsize != 2 || (!y_given && (B->itemsize != 2 || B->shape[0] != K
+                                         || B->shape[1] != N))
+        || C->shape[0] != M || (C->itemsize != 2 && C->itemsize != 4) || (!c16 && vfn == 0)
+        || R32->len < N * 4 || R16->len < N * 2 || Y->len < K * 4 || V->len < K * 3 * 2
+        || (ncols != 1 && ncols != 3) || ldv < ncols || Z3->len < M * 3 * 4 || Z->len < M * 4
+        || W->len < M * 4 || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
+        || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0 || i0 + k > M) {
+        PyErr_SetString(PyExc_ValueError, "stage1_16: shapes or dtypes do not match");
+        goto fail;
+    }
+    float *y = (float *)Y->buf, *z3 = (float *)Z3->buf, *z = (float *)Z->buf;
+    float *w = (float *)W->buf;
+    uint16_t *v = (uint16_t *)V->buf, *r16 = (uint16_t *)R16->buf;
+    Py_BEGIN_ALLOW_THREADS
+    int prev = 0;
+    if (single && tfn) prev = ((setthreads_t)tfn)(1);
+    if (!y_given) {
+        balanced_signs(seed_lo, seed_hi, 0, N, R32->buf, 0);
+        const float *r = (const float *)R32->buf;
+        for (Py_ssize_t i = 0; i < N; i++) r16[i] = r[i] < 0 ? 0xBF80u : 0x3F80u;
+        gemm16(gfn, K, 1, N, B->buf, N, r16, 1, y);
+        int exact = 1;
+        for (Py_ssize_t i = 0; i < K; i++) {  /* the exact three-way split (bf16_columns) */
+            uint32_t x, hi, ur1, mid, ulo;
+            float fx = y[i], fh, r1, fm, lo;
+            memcpy(&x, &fx, 4);
+            hi = x & 0xFFFF0000u;
+            memcpy(&fh, &hi, 4);
+            r1 = fx - fh;
+            memcpy(&ur1, &r1, 4);
+            mid = ur1 & 0xFFFF0000u;
+            memcpy(&fm, &mid, 4);
+            lo = r1 - fm;
+            memcpy(&ulo, &lo, 4);
+            v[3 * i] = (uint16_t)(hi >> 16);
+            v[3 * i + 1] = (uint16_t)(mid >> 16);
+            v[3 * i + 2] = (uint16_t)(ulo >> 16);
+            if (x & 0xFFFFu) exact = 0;
+        }
+        ncols = exact ? 1 : 3;
+        ldv = 3;
+    }
+    if (ncols == 1) {
+        gemm16(gfn, M, 1, K, A->buf, K, v, ldv, z);
+    } else {
+        gemm16(gfn, M, 3, K, A->buf, K, v, ldv, z3);
+        for (Py_ssize_t i = 0; i < M; i++) z[i] = (z3[3 * i] + z3[3 * i + 1]) + z3[3 * i + 2];
+    }
+    if (c16) gemm16(gfn, M, 1, N, C->buf, N, r16, 1, w);
+    else gemv(vfn, iface, 0, M, N, N, C->buf, R32->buf, w);
+    if (single && tfn) ((setthreads_t)tfn)(prev);
+    Py_END_ALLOW_THREADS
+    double *d = (double *)BUF->buf, *tmp = d + M, dmax = 0.0;
+    const float zoff32 = (float)zoff;
+    int nan = 0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double val = fabs((double)(z[i] + zoff32) - (double)w[i]);
+        d[i] = val;
+        if (val > dmax) dmax = val;
+        else if (val != val) nan = 1;
+    }
+    double dk = NAN, dk9 = NAN;
+    if (!nan && isfinite(dmax)) {
+        memcpy(tmp, d, (size_t)M * sizeof(double));
+        if (k9 >= 0) {
+            dk9 = select_k(tmp, M, k9);
+            dk = select_k(tmp, k9 + 1, kmed);
+        } else {
+            dk = select_k(tmp, M, kmed);
+        }
+    } else if (nan) {
+        dmax = NAN;
+    }
+    int kc = c16 ? 2 : 0;
+    Py_ssize_t ci = c16 ? 2 : 4;
+    double css, ass;
+    if (rows > 0) {
+        css = sumsq(C, kc, N);
+        ass = sumsq(A, 2, K);
+    } else {
+        css = sumsq_n((const char *)C->buf + i0 * N * ci, k * N, kc);
+        ass = sumsq_n((const char *)A->buf + i0 * K * 2, k * K, 2);
+    }
+    double yss = sumsq_n(y, K, 0);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"stage1_16", (PyCFunction)(void (*)(void))stage1_16, METH_FASTCALL,
+     "stage1_16(...): stage1 for bfloat16 operands through MKL's mixed-precision GEMM"},
     {"gemv", (PyCFunction)(void (*)(void))gemv_py, METH_FASTCALL,
      "gemv(fn, interface, x, v, out): out = x v"},
     {"stage1", (PyCFunction)(void (*)(void))stage1, METH_FASTCALL,

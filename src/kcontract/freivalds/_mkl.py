@@ -94,6 +94,17 @@ def _load() -> dict:
         return funcs
 
 
+def addresses() -> dict:
+    """{'bf16': address of cblas_gemm_bf16bf16f32, 'threads': address of
+    MKL_Set_Num_Threads_Local (0 if missing)} for the compiled stage 1, or {}."""
+    funcs = _FUNCS if _FUNCS is not None else _load()
+    fn = funcs.get(_BF16)
+    if fn is None:
+        return {}
+    t = ctypes.cast(_SET_THREADS, ctypes.c_void_p).value if _SET_THREADS is not None else 0
+    return {"bf16": ctypes.cast(fn, ctypes.c_void_p).value, "threads": t or 0}
+
+
 def available(dtype) -> bool:
     """Whether a 16-bit matrix of ``dtype`` (bfloat16 or float16) has the MKL product."""
     funcs = _FUNCS if _FUNCS is not None else _load()
