@@ -421,8 +421,15 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
             if type(bias) is not torch.Tensor or bias.dtype != c.dtype \
                     or bias.device.type != "cpu":
                 return None
-        ops = ops_for(a, b, c)
-        ah, bh, ch = ops.host_view(a), ops.host_view(b), ops.host_view(c)
+        ops = ops_for(c)
+        if a.dtype is not b.dtype:
+            return None
+        if a.dtype is torch.float32 or a.dtype is torch.float64:  # the views, directly
+            ah, bh = a.numpy(), b.numpy()
+        else:
+            ah, bh = ops.host_view(a), ops.host_view(b)
+        ch = c.numpy() if c.dtype is torch.float32 or c.dtype is torch.float64 else \
+            ops.host_view(c)
         if ah is None or bh is None or ch is None:
             return None
     if ah.ndim != 2 or bh.ndim != 2 or ch.ndim != 2:
