@@ -510,17 +510,8 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     _, dmax, scale, calibrated = one
     if not math.isfinite(dmax):
         return None
-    t = model.LAMBDA_SCREEN * scale
-    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
-    if not ratio <= 1.0:
-        return None
-    return FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[],
-        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format=op_fmt.name, accumulate=acc.name,
-        output_format=out_fmt.name, check_precision=cname, rounds=1, groups=1,
-        bound="probabilistic", seed=seed, calibrated=bool(calibrated),
-        noise_scale=np.asarray(scale), backend=ops.name)
+    return _cleared(dmax, scale, bool(calibrated), M, K, N,
+                    (op_fmt.name, acc.name, out_fmt.name, cname), seed, pfa, ops.name)
 
 
 def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
@@ -530,8 +521,7 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     (signs, the three products through the BLAS function the back end's own products call
     -- numpy's ``X @ v``, or torch.mv's MKL -- and the screen's statistics) and a few float
     operations: the same numbers as the general path's products and
-    :func:`._screen.screen_one` / :func:`._screen.scale_from_stats` (written out here, with
-    the per-shape constants made once: after a large product every function call costs).
+    :func:`._screen.screen_one` (the per-shape buffers and constants made once).
     ``r``, ``y``: a cached projection (host views) with its ``brms``; ``zoff``: a bias's
     b . r.  False where the helper or the BLAS function is not there, or the arrays are not
     contiguous; None where the general path must decide."""
@@ -540,7 +530,7 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
         return False
     dt = a.dtype
     plan = scratch(("stage1", M, K, N, dt), lambda: _compiled_plan(M, K, N, dt, name))
-    r0, y0, z, w, buf, k, rows, kmed, k9, alpha, beta, acc = plan
+    r0, y0, z, w, buf, k, rows, kmed, k9, units, acc = plan
     given = y is not None
     if given:
         if r.dtype != dt or y.dtype != dt or not (r.flags.c_contiguous and y.flags.c_contiguous):
@@ -552,21 +542,27 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns[name], fns["ilp64"], a, b, c,
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
                                                  k, kmed, k9, rows, given, zoff)
+    return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
+                             (name, acc, name, name), seed, pfa, backend)
+
+
+def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units, fmts, seed,
+                      pfa, backend):
+    """The result of a compiled stage 1 from its six statistics (through
+    :func:`._screen.scale_from_stats`, as the general path's screen reads them), or None
+    (the general path decides).  ``fmts``: (operand, accumulator, output, check precision)
+    names."""
     if not dmax <= math.inf:  # NaN: the general path traces it
         return None
-    if brms is None:
-        if not (yss <= math.inf) or K < 64:
-            return None
-        brms = math.sqrt(yss / K)
-    cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
-    sn = math.sqrt(ass / k) * brms
-    cap = model.CAP_SLACK * (alpha * (cn * cn) + beta * (sn * sn)) ** 0.5
-    if M < model.MIN_CALIBRATION_ROWS:
-        scale, calibrated = cap, False
-    else:
-        med_d = dk if k9 < 0 else max(dk, dk9 * _Q_RATIO)
-        scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
-        calibrated = True
+    one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units)
+    if one is None:
+        return None
+    return _cleared(dmax, one[2], one[3], M, K, N, fmts, seed, pfa, backend)
+
+
+def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend):
+    """The passing result of a common call whose every row clears the screen (threshold
+    LAMBDA_SCREEN x ``scale``), or None (a row beyond it: the general path decides)."""
     t = model.LAMBDA_SCREEN * scale
     ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
     if not ratio <= 1.0:
@@ -574,9 +570,10 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     return FreivaldsResult(
         passed=True, reason="verified", suspect_rows=[], suspects=[],
         threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format=name, accumulate=acc, output_format=name,
-        check_precision=name, rounds=1, groups=1, bound="probabilistic", seed=seed,
-        calibrated=calibrated, noise_scale=np.asarray(scale), backend=backend)
+        shape=((), M, K, N), operand_format=fmts[0], accumulate=fmts[1],
+        output_format=fmts[2], check_precision=fmts[3], rounds=1, groups=1,
+        bound="probabilistic", seed=seed, calibrated=calibrated,
+        noise_scale=np.asarray(scale), backend=backend)
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
@@ -600,7 +597,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
         return False
     out_name = "bfloat16" if c16 else "float32"
     plan = scratch(("stage1_16", M, K, N, c16), lambda: _compiled_plan16(M, K, N, out_name))
-    r32, r16, y, V, z3, z, w, buf, k, rows, kmed, k9, alpha, beta = plan
+    r32, r16, y, V, z3, z, w, buf, k, rows, kmed, k9, units = plan
     ncols, ldv, given = 3, 3, pr is not None
     if given:
         parts = pr.cols.get("stage1_16")
@@ -618,44 +615,19 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
         y if given else b.view(np.uint16), c.view(np.uint16) if c16 else c, seed & _M64,
         seed >> 64, r32, r16, y, V, ncols, ldv, z3, z, w, buf, i0, k, kmed, k9, rows, given,
         zoff)
-    if not dmax <= math.inf:
-        return None
     brms = pr.b_rms if given and pr.b_rms is not None else None
-    if brms is None:
-        if not (yss <= math.inf):
-            return None
-        brms = math.sqrt(yss / K)
-    cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
-    sn = math.sqrt(ass / k) * brms
-    cap = model.CAP_SLACK * (alpha * (cn * cn) + beta * (sn * sn)) ** 0.5
-    if M < model.MIN_CALIBRATION_ROWS:
-        scale, calibrated = cap, False
-    else:
-        med_d = dk if k9 < 0 else max(dk, dk9 * _Q_RATIO)
-        scale = min(max(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap), cap)
-        calibrated = True
-    t = model.LAMBDA_SCREEN * scale
-    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
-    if not ratio <= 1.0:
-        return None
-    return FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[],
-        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format="bfloat16", accumulate="float32",
-        output_format=out_name, check_precision="float32", rounds=1, groups=1,
-        bound="probabilistic", seed=seed, calibrated=calibrated,
-        noise_scale=np.asarray(scale), backend=ops.name)
+    return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
+                             ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name)
 
 
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
     """The per-shape part of :func:`_fast_compiled16`."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
-    alpha, beta = model.screen_cap_coefficients(K, N, _units_for("float32", out_name,
-                                                                 "float32"))
     return (np.empty(N, dtype=np.float32), np.empty(N, dtype=np.uint16),
             np.empty(K, dtype=np.float32), np.empty((K, 3), dtype=np.uint16),
             np.empty((M, 3), dtype=np.float32), np.empty(M, dtype=np.float32),
-            np.empty(M, dtype=np.float32), np.empty(2 * M), k, rows, kmed, k9, alpha, beta)
+            np.empty(M, dtype=np.float32), np.empty(2 * M), k, rows, kmed, k9,
+            _units_for("float32", out_name, "float32"))
 
 
 class _Given:
@@ -666,7 +638,6 @@ class _Given:
         self.r, self.y, self.rd, self.b_rms = r, None, None, None
 
 
-_Q_RATIO = model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL
 
 
 def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
@@ -674,9 +645,9 @@ def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
     (:func:`._screen.screen_plan`) and the cap's coefficients."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
     _, acc, out_fmt, _ = _formats(name, name, None, None)
-    alpha, beta = model.screen_cap_coefficients(K, N, _units_for(acc.name, out_fmt.name, name))
     return (np.empty(N, dtype=dt), np.empty(K, dtype=dt), np.empty(M, dtype=dt),
-            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9, alpha, beta, acc.name)
+            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9,
+            _units_for(acc.name, out_fmt.name, name), acc.name)
 
 
 @dataclass

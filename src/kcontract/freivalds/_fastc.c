@@ -142,6 +142,30 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
     return a[k];
 }
 
+/* max |d| (NaN where d holds one), and the order statistics kmed and k9 (k9 < 0: none) of
+ * d[0:M], selected in a copy at d[M:2M] */
+static void order_stats(double *d, Py_ssize_t M, Py_ssize_t kmed, Py_ssize_t k9,
+                        double *dmax_out, double *dk_out, double *dk9_out) {
+    double dmax = 0.0, dk = NAN, dk9 = NAN, *tmp = d + M;
+    int nan = 0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        if (d[i] > dmax) dmax = d[i];
+        else if (d[i] != d[i]) nan = 1;
+    }
+    if (!nan && isfinite(dmax)) {
+        memcpy(tmp, d, (size_t)M * sizeof(double));
+        if (k9 >= 0) {  /* the larger statistic first: the smaller one is then left of it */
+            dk9 = select_k(tmp, M, k9);
+            dk = select_k(tmp, k9 + 1, kmed);
+        } else {
+            dk = select_k(tmp, M, kmed);
+        }
+    } else if (nan) {
+        dmax = NAN;
+    }
+    *dmax_out = dmax; *dk_out = dk; *dk9_out = dk9;
+}
+
 /* the signs' generator (see kcontract.freivalds._screen.signs): SplitMix64's finaliser */
 static inline uint64_t mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -239,45 +263,27 @@ static PyObject *screen_stats(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "screen_stats: sizes do not match");
         goto fail6;
     }
-    double *d = (double *)buf.buf, *tmp = d + M;
-    double dmax = 0.0;
-    int nan = 0;
+    double *d = (double *)buf.buf;
     if (!have_w) {  /* z is |d| already */
         for (Py_ssize_t i = 0; i < M; i++) {
             double v = fabs(elem(z.buf, (int)kz, i));
             d[i] = v;
-            if (v > dmax) dmax = v;
-            else if (v != v) nan = 1;
         }
     } else if (kz == 0) {
         const float *zz = (const float *)z.buf, *ww = (const float *)w.buf;
         for (Py_ssize_t i = 0; i < M; i++) {
             double v = fabs((double)zz[i] - (double)ww[i]);
             d[i] = v;
-            if (v > dmax) dmax = v;
-            else if (v != v) nan = 1;
         }
     } else {
         const double *zz = (const double *)z.buf, *ww = (const double *)w.buf;
         for (Py_ssize_t i = 0; i < M; i++) {
             double v = fabs(zz[i] - ww[i]);
             d[i] = v;
-            if (v > dmax) dmax = v;
-            else if (v != v) nan = 1;
         }
     }
-    double dk = NAN, dk9 = NAN;
-    if (!nan && isfinite(dmax)) {
-        memcpy(tmp, d, (size_t)M * sizeof(double));
-        if (k9 >= 0) {  /* the larger statistic first: the smaller one is then left of it */
-            dk9 = select_k(tmp, M, k9);
-            dk = select_k(tmp, k9 + 1 > M ? M : k9 + 1, k);
-        } else {
-            dk = select_k(tmp, M, k);
-        }
-    } else if (nan) {
-        dmax = NAN;
-    }
+    double dmax, dk, dk9;
+    order_stats(d, M, k, k9, &dmax, &dk, &dk9);
     /* rows > 0: the blocks hold `rows` rows each and the largest row's sum is wanted */
     Py_ssize_t nc = count(&cb, (int)kc), na = count(&ab, (int)ka);
     double css = sumsq(&cb, (int)kc, rows > 0 ? nc / rows : 0);
@@ -438,30 +444,17 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
     gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
     Py_END_ALLOW_THREADS
-    double *d = (double *)BUF->buf, *tmp = d + M, dmax = 0.0;
+    double *d = (double *)BUF->buf;
     const float zoff32 = (float)zoff;
-    int nan = 0;
     for (Py_ssize_t i = 0; i < M; i++) {
         /* z + zoff in the check's own precision (as numpy adds a Python float to z) */
         double v = dbl ? fabs((((double *)Z->buf)[i] + zoff) - ((double *)W->buf)[i])
                        : fabs((double)(((float *)Z->buf)[i] + zoff32)
                               - (double)((float *)W->buf)[i]);
         d[i] = v;
-        if (v > dmax) dmax = v;
-        else if (v != v) nan = 1;
     }
-    double dk = NAN, dk9 = NAN;
-    if (!nan && isfinite(dmax)) {
-        memcpy(tmp, d, (size_t)M * sizeof(double));
-        if (k9 >= 0) {
-            dk9 = select_k(tmp, M, k9);
-            dk = select_k(tmp, k9 + 1, kmed);
-        } else {
-            dk = select_k(tmp, M, kmed);
-        }
-    } else if (nan) {
-        dmax = NAN;
-    }
+    double dmax, dk, dk9;
+    order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
     int kind = dbl ? 1 : 0;
     double css, ass;
     if (rows > 0) {
@@ -625,27 +618,14 @@ static PyObject *stage1_16(PyObject *self, PyObject *const *args, Py_ssize_t nar
     else gemv(vfn, iface, 0, M, N, N, C->buf, R32->buf, w);
     if (single && tfn) ((setthreads_t)tfn)(prev);
     Py_END_ALLOW_THREADS
-    double *d = (double *)BUF->buf, *tmp = d + M, dmax = 0.0;
+    double *d = (double *)BUF->buf;
     const float zoff32 = (float)zoff;
-    int nan = 0;
     for (Py_ssize_t i = 0; i < M; i++) {
         double val = fabs((double)(z[i] + zoff32) - (double)w[i]);
         d[i] = val;
-        if (val > dmax) dmax = val;
-        else if (val != val) nan = 1;
     }
-    double dk = NAN, dk9 = NAN;
-    if (!nan && isfinite(dmax)) {
-        memcpy(tmp, d, (size_t)M * sizeof(double));
-        if (k9 >= 0) {
-            dk9 = select_k(tmp, M, k9);
-            dk = select_k(tmp, k9 + 1, kmed);
-        } else {
-            dk = select_k(tmp, M, kmed);
-        }
-    } else if (nan) {
-        dmax = NAN;
-    }
+    double dmax, dk, dk9;
+    order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
     int kc = c16 ? 2 : 0;
     Py_ssize_t ci = c16 ? 2 : 4;
     double css, ass;
