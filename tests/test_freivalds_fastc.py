@@ -110,3 +110,39 @@ def test_verdicts_are_the_same_without_the_helper(numpy_only):
         assert a.passed == b.passed and a.suspect_elements == b.suspect_elements
         assert float(a.threshold) == pytest.approx(float(b.threshold), rel=1e-5)
     assert all(r.passed for r in with_helper[:5]) and not any(r.passed for r in with_helper[5:])
+
+
+@pytest.mark.parametrize("missing", ["blas", "mkl", "helper"])
+def test_each_compiled_piece_missing_falls_back_to_the_same_decisions(monkeypatch, missing):
+    """Where numpy's BLAS symbol, MKL or the helper module is not found (another build of
+    numpy or torch, no compiler), the common call takes the numpy arithmetic: the same
+    verdicts, the same faults located."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((256, 192)).astype(np.float32)
+    B = rng.standard_normal((192, 160)).astype(np.float32)
+    C = A @ B
+    bad = C.copy()
+    bad[40, 7] += 1e-3 * float(np.abs(C).max())
+    Ab = torch.from_numpy(A).to(torch.bfloat16)
+    Bb = torch.from_numpy(B).to(torch.bfloat16)
+    Cb = (Ab.float() @ Bb.float()).to(torch.bfloat16)
+    cases = [(A, B, C), (A, B, bad), (torch.from_numpy(A), torch.from_numpy(B),
+                                      torch.from_numpy(C)), (Ab, Bb, Cb)]
+    ref = [verify(*x, seed=4) for x in cases]
+    from kcontract.freivalds import _cblas
+    if missing == "blas":
+        monkeypatch.setattr(_cblas, "gemv", lambda: {})
+        monkeypatch.setattr(_cblas, "mkl_gemv", lambda: {})
+    elif missing == "mkl":
+        monkeypatch.setattr(_mkl, "addresses", lambda: {})
+        monkeypatch.setattr(_mkl, "_FUNCS", {})
+    else:
+        monkeypatch.setattr(_screen, "_fastc", None)
+        monkeypatch.setattr(_mkl, "_fastc", None)
+        monkeypatch.setattr(_core, "_fastc", None)
+    got = [verify(*x, seed=4) for x in cases]
+    for r, g in zip(ref, got):
+        assert r.passed == g.passed and r.suspect_elements == g.suspect_elements
+    assert [r.passed for r in got] == [True, False, True, True]
+    assert got[1].suspect_elements == [(40, 7)]
