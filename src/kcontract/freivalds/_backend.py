@@ -372,11 +372,11 @@ def _cpu_gemv(X, v):
             or not v.is_contiguous() or v.dtype != X.dtype:
         return None
     fns = _cblas.mkl_gemv()
-    fn = fns.get("float32" if X.element_size() == 4 else "float64") if fns else None
-    if fn is None:
+    if not fns:
         return None
     out = X.new_empty(X.shape[0])
-    fastc.gemv(fn, 2, X.numpy(), v.numpy(), out.numpy())
+    fastc.gemv(fns["float32" if X.element_size() == 4 else "float64"], fns["ilp64"],
+               X.numpy(), v.numpy(), out.numpy())
     return out
 
 

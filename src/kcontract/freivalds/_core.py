@@ -452,40 +452,29 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     pr = None
     if pre is not None:
         pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
-    if narrow and ah.dtype == _BF16 and _fastc is not None:  # MKL's 16-bit GEMM, one call
-        zoff = 0.0
+    if _fastc is not None and (not narrow or ah.dtype == _BF16):  # one compiled call
+        zoff = 0.0  # a bias's b . r, with this call's signs (the compiled call draws the same)
         if bias is not None:
-            r_ = pr.r if pr is not None else signs(seed, 0, N, np.float32)
-            zoff = float(ops.take(bias, ()) @ r_)
-        res = _fast_compiled16(ah, bh, ch, M, K, N, seed, pfa, torch is None,
-                               pr if pr is not None and pr.y is not None else None, zoff, ops)
-        if res is not False:
-            return res
-    if not narrow and _fastc is not None:  # one compiled call (numpy's BLAS / torch's MKL)
-        if torch is None:
+            zoff = float(ops.take(bias, ()) @ (pr.r if pr is not None else signs(
+                seed, 0, N, np.float32 if cname == "float32" else np.float64)))
+        if narrow:  # MKL's 16-bit GEMM
+            res = _fast_compiled16(ah, bh, ch, M, K, N, seed, pfa, torch is None, pr, zoff, ops)
+        elif torch is None:  # numpy's BLAS
             res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa, _cblas.gemv())
-        else:
-            zoff = 0.0
-            if bias is not None:
-                r_ = pr.r if pr is not None else signs(seed, 0, N, ah.dtype.type)
-                zoff = float(ops.take(bias, ()) @ r_)
-                if pr is None:
-                    pr = _Given(r_)
+        else:  # torch.mv's MKL
             res = _fast_compiled(ah, bh, ch, M, K, N, name, seed, pfa, _cblas.mkl_gemv(),
                                  "torch", *((pr.r, ops.host_view(pr.y), pr.b_rms)
-                                            if pr is not None and pr.y is not None
-                                            else ()), zoff=zoff)
+                                            if pr is not None else ()), zoff=zoff)
         if res is not False:
             return res
     brms = None  # rms_k ||B_k||: the guard's cache knows it, else the screen reads it off y
-    if pr is not None and pr.y is not None:
+    if pr is not None:
         rd, yt, r, brms = pr.rd, pr.y, pr.r, pr.b_rms
     else:
         r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
         rd = r if torch is None else torch.from_numpy(r)
         yt = ops.matvec(b, rd, cdt)
-        pr = None
-    if narrow and pre is not None:  # the cached y's 16-bit columns, made once per weight
+    if narrow and pr is not None:  # the cached y's 16-bit columns, made once per weight
         cols = pr.cols.get(ah.dtype)
         if cols is None:
             cols = pr.cols[ah.dtype] = _mkl.columns(ops.host_view(yt), ah.dtype)
@@ -628,16 +617,6 @@ def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
             np.empty((M, 3), dtype=np.float32), np.empty(M, dtype=np.float32),
             np.empty(M, dtype=np.float32), np.empty(2 * M), k, rows, kmed, k9,
             _units_for("float32", out_name, "float32"))
-
-
-class _Given:
-    """The signs of this call, drawn in Python (to fold a bias into the residual) and
-    handed to the compiled call with y = B r still to be computed."""
-
-    def __init__(self, r):
-        self.r, self.y, self.rd, self.b_rms = r, None, None, None
-
-
 
 
 def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:

@@ -433,29 +433,17 @@ def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
         dmax = float(dI.max())
     finite = math.isfinite(dmax)
     dcal = dI if finite else np.where(np.isfinite(dI), dI, 0.0)
-    if items == 1 and rounds == 1 and G == 1 and finite and not p.batch:
-        ah, ch = p.ops.host_view(p.a), p.ops.host_view(p.c)
-        if ah is not None and ch is not None:
-            yh = None
-            if p.b_rms is None and p.y is not None:
-                yh = p.ops.host_view(p.y)
-                yh = yh if yh is not None and yh.ndim == 1 else None
-            brms = p.b_rms if p.b_rms is not None else (
-                None if yh is not None and p.K >= MIN_K_FROM_Y else b_rms(p, seed, p.y))
-            one = screen_one(dI[0], None, ah, ch, yh, brms, seed, p.M, p.K, p.N, units)
-            if one is not None:
-                _, dmax1, scale, calibrated = one
-                t = model.LAMBDA_SCREEN * scale
-                ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
-                return Screen(dI, np.array([t]), np.array([scale]), bool(calibrated), ratio,
-                              ratio <= 1.0)
-    c_norm, s_norm = row_scales(p, seed, items)
-    # a group of N/G columns: row norms and the check's lengths shrink with it
-    gs = 1.0 / math.sqrt(G) if G > 1 else 1.0
-    Ng = -(-p.N // G)
     if items == 1:
-        scale, cap, calibrated = model.screen_scale_one(dcal[0], _scalar(c_norm) * gs,
-                                                        _scalar(s_norm) * gs, p.K, Ng, units)
+        one = _single_screen(p, dI[0], seed, units) if rounds == 1 and G == 1 and finite \
+            else None
+        if one is not None:
+            scale, calibrated = one
+        else:
+            c_norm, s_norm = row_scales(p, seed, items)
+            # a group of N/G columns: row norms and the check's lengths shrink with it
+            gs = 1.0 / math.sqrt(G) if G > 1 else 1.0
+            scale, _, calibrated = model.screen_scale_one(
+                dcal[0], _scalar(c_norm) * gs, _scalar(s_norm) * gs, p.K, -(-p.N // G), units)
         t = model.LAMBDA_SCREEN * scale
         if finite:
             ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
@@ -463,6 +451,9 @@ def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
             ratio = math.inf
         return Screen(dI, np.array([t]), np.array([scale]), bool(calibrated), ratio,
                       ratio <= 1.0)
+    c_norm, s_norm = row_scales(p, seed, items)
+    gs = 1.0 / math.sqrt(G) if G > 1 else 1.0
+    Ng = -(-p.N // G)
     scale, cap, calibrated = model.screen_scale(dcal, c_norm * gs, s_norm * gs, p.K, Ng, units)
     tau = model.LAMBDA_SCREEN * scale
     rmax = dI.max(axis=1) if finite else np.where(np.isfinite(dI), dI, np.inf).max(axis=1)
@@ -470,6 +461,26 @@ def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
         rr = np.where(rmax > 0, rmax / tau, 0.0)
     ratio = float(rr.max())
     return Screen(dI, tau, scale, bool(calibrated), ratio, ratio <= 1.0)
+
+
+def _single_screen(p, d: np.ndarray, seed: int, units):
+    """(scale, calibrated) of one 2-D matrix's finite |d| through :func:`screen_one` (the
+    common call's arithmetic) with rms_k ||B_k|| as :func:`row_scales` finds it, or None
+    for a batch or where the operands have no host views."""
+    ops = p.ops
+    if p.batch:  # a batch of one matrix: the general arithmetic
+        return None
+    ah, ch = ops.host_view(p.a), ops.host_view(p.c)
+    if ah is None or ch is None:
+        return None
+    yh = None
+    if p.b_rms is None and p.y is not None and p.K >= MIN_K_FROM_Y:
+        yh = ops.host_view(p.y)
+        yh = yh if yh is not None and yh.ndim == 1 else None
+    brms = p.b_rms if p.b_rms is not None else (None if yh is not None else
+                                                 b_rms(p, seed, p.y))
+    one = screen_one(d, None, ah, ch, yh, brms, seed, p.M, p.K, p.N, units)
+    return None if one is None else (one[2], one[3])
 
 
 def _scalar(x) -> float:
