@@ -70,21 +70,19 @@ static inline double elem(const void *p, int kind, Py_ssize_t i) {
     }
 }
 
-static Py_ssize_t count(const Py_buffer *b, int kind) {
-    Py_ssize_t item = kind == 0 ? 4 : kind == 1 ? 8 : 2;
-    return b->len / item;
-}
+/* bytes of an element of kind 0 float32, 1 float64, 2 bfloat16 bits, 3 float16 bits */
+static inline Py_ssize_t kind_size(int kind) { return kind == 0 ? 4 : kind == 1 ? 8 : 2; }
+
+static Py_ssize_t count(const Py_buffer *b, int kind) { return b->len / kind_size(kind); }
 
 static double sumsq_n(const void *buf, Py_ssize_t n, int kind);
-
 /* sum of squares of the whole buffer (rowlen 0), or the largest over its rows */
-static double sumsq(const Py_buffer *b, int kind, Py_ssize_t rowlen) {
-    Py_ssize_t n = count(b, kind);
-    if (rowlen <= 0 || rowlen >= n) return sumsq_n(b->buf, n, kind);
-    Py_ssize_t item = kind == 0 ? 4 : kind == 1 ? 8 : 2;
+static double sumsq(const void *buf, Py_ssize_t n, int kind, Py_ssize_t rowlen) {
+    if (rowlen <= 0 || rowlen >= n) return sumsq_n(buf, n, kind);
+    Py_ssize_t item = kind_size(kind);
     double best = 0.0;
     for (Py_ssize_t r = 0; r + rowlen <= n; r += rowlen) {
-        double v = sumsq_n((const char *)b->buf + r * item, rowlen, kind);
+        double v = sumsq_n((const char *)buf + r * item, rowlen, kind);
         if (v > best || v != v) best = v;
     }
     return best;
@@ -286,9 +284,9 @@ static PyObject *screen_stats(PyObject *self, PyObject *const *args, Py_ssize_t 
     order_stats(d, M, k, k9, &dmax, &dk, &dk9);
     /* rows > 0: the blocks hold `rows` rows each and the largest row's sum is wanted */
     Py_ssize_t nc = count(&cb, (int)kc), na = count(&ab, (int)ka);
-    double css = sumsq(&cb, (int)kc, rows > 0 ? nc / rows : 0);
-    double ass = sumsq(&ab, (int)ka, rows > 0 ? na / rows : 0);
-    double yss = sumsq(&yb, (int)ky, 0);
+    double css = sumsq(cb.buf, nc, (int)kc, rows > 0 ? nc / rows : 0);
+    double ass = sumsq(ab.buf, na, (int)ka, rows > 0 ? na / rows : 0);
+    double yss = sumsq_n(yb.buf, count(&yb, (int)ky), (int)ky);
     PyBuffer_Release(&z); PyBuffer_Release(&w); PyBuffer_Release(&buf);
     PyBuffer_Release(&cb); PyBuffer_Release(&ab); PyBuffer_Release(&yb);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
@@ -301,6 +299,39 @@ fail4:
 fail3:
     PyBuffer_Release(&z); PyBuffer_Release(&w); PyBuffer_Release(&buf);
     return NULL;
+}
+
+/* a float32 vector as three bfloat16 parts (bits, K x 3 row-major) whose sum is it exactly
+ * (truncation: each part keeps the next 8 significant bits); 1 when it is bfloat16 itself */
+static int split_bf16(const float *y, Py_ssize_t K, uint16_t *o) {
+    int exact = 1;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        uint32_t x, hi, ur1, mid, ulo;
+        float fx = y[i], fh, r1, fm, lo;
+        memcpy(&x, &fx, 4);
+        hi = x & 0xFFFF0000u;
+        memcpy(&fh, &hi, 4);
+        r1 = fx - fh;  /* exact: the bits below the top 8 */
+        memcpy(&ur1, &r1, 4);
+        mid = ur1 & 0xFFFF0000u;
+        memcpy(&fm, &mid, 4);
+        lo = r1 - fm;  /* exact, at most 8 significant bits */
+        memcpy(&ulo, &lo, 4);
+        o[3 * i] = (uint16_t)(hi >> 16);
+        o[3 * i + 1] = (uint16_t)(mid >> 16);
+        o[3 * i + 2] = (uint16_t)(ulo >> 16);
+        if (x & 0xFFFFu) exact = 0;
+    }
+    return exact;
+}
+
+/* sum of squares of k rows from row i0 of a row-major matrix with `cols` columns, or
+ * (rows > 0) the largest row's over all its rows */
+static double block_sumsq(const void *X, int kind, Py_ssize_t rows, Py_ssize_t nrows,
+                          Py_ssize_t cols, Py_ssize_t i0, Py_ssize_t k) {
+    Py_ssize_t item = kind_size(kind);
+    if (rows > 0) return sumsq(X, nrows * cols, kind, cols);
+    return sumsq_n((const char *)X + i0 * cols * item, k * cols, kind);
 }
 
 static PyObject *bf16_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -317,25 +348,7 @@ static PyObject *bf16_columns(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "bf16_columns: out is too small");
         return NULL;
     }
-    const uint32_t *u = (const uint32_t *)v.buf;
-    uint16_t *o = (uint16_t *)out.buf;
-    int exact = 1;
-    for (Py_ssize_t i = 0; i < K; i++) {
-        uint32_t x = u[i], hi = x & 0xFFFF0000u;
-        float fx, fh, r1, fm, lo;
-        memcpy(&fx, &x, 4); memcpy(&fh, &hi, 4);
-        r1 = fx - fh;  /* exact: the bits below the top 8 */
-        uint32_t ur1, mid, ulo;
-        memcpy(&ur1, &r1, 4);
-        mid = ur1 & 0xFFFF0000u;
-        memcpy(&fm, &mid, 4);
-        lo = r1 - fm;  /* exact, at most 8 significant bits */
-        memcpy(&ulo, &lo, 4);
-        o[3 * i] = (uint16_t)(hi >> 16);
-        o[3 * i + 1] = (uint16_t)(mid >> 16);
-        o[3 * i + 2] = (uint16_t)(ulo >> 16);
-        if (x & 0xFFFFu) exact = 0;
-    }
+    int exact = split_bf16((const float *)v.buf, K, (uint16_t *)out.buf);
     PyBuffer_Release(&v); PyBuffer_Release(&out);
     return PyBool_FromLong(exact);
 }
@@ -456,15 +469,8 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double dmax, dk, dk9;
     order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
     int kind = dbl ? 1 : 0;
-    double css, ass;
-    if (rows > 0) {
-        Py_buffer cb = *C, ab = *A;
-        css = sumsq(&cb, kind, N);
-        ass = sumsq(&ab, kind, K);
-    } else {
-        css = sumsq_n((const char *)C->buf + i0 * N * item, k * N, kind);
-        ass = sumsq_n((const char *)A->buf + i0 * K * item, k * K, kind);
-    }
+    double css = block_sumsq(C->buf, kind, rows, M, N, i0, k);
+    double ass = block_sumsq(A->buf, kind, rows, M, K, i0, k);
     double yss = sumsq_n(Y->buf, K, kind);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
@@ -587,24 +593,7 @@ static PyObject *stage1_16(PyObject *self, PyObject *const *args, Py_ssize_t nar
         const float *r = (const float *)R32->buf;
         for (Py_ssize_t i = 0; i < N; i++) r16[i] = r[i] < 0 ? 0xBF80u : 0x3F80u;
         gemm16(gfn, K, 1, N, B->buf, N, r16, 1, y);
-        int exact = 1;
-        for (Py_ssize_t i = 0; i < K; i++) {  /* the exact three-way split (bf16_columns) */
-            uint32_t x, hi, ur1, mid, ulo;
-            float fx = y[i], fh, r1, fm, lo;
-            memcpy(&x, &fx, 4);
-            hi = x & 0xFFFF0000u;
-            memcpy(&fh, &hi, 4);
-            r1 = fx - fh;
-            memcpy(&ur1, &r1, 4);
-            mid = ur1 & 0xFFFF0000u;
-            memcpy(&fm, &mid, 4);
-            lo = r1 - fm;
-            memcpy(&ulo, &lo, 4);
-            v[3 * i] = (uint16_t)(hi >> 16);
-            v[3 * i + 1] = (uint16_t)(mid >> 16);
-            v[3 * i + 2] = (uint16_t)(ulo >> 16);
-            if (x & 0xFFFFu) exact = 0;
-        }
+        int exact = split_bf16(y, K, v);  /* bf16_columns */
         ncols = exact ? 1 : 3;
         ldv = 3;
     }
@@ -627,15 +616,8 @@ static PyObject *stage1_16(PyObject *self, PyObject *const *args, Py_ssize_t nar
     double dmax, dk, dk9;
     order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
     int kc = c16 ? 2 : 0;
-    Py_ssize_t ci = c16 ? 2 : 4;
-    double css, ass;
-    if (rows > 0) {
-        css = sumsq(C, kc, N);
-        ass = sumsq(A, 2, K);
-    } else {
-        css = sumsq_n((const char *)C->buf + i0 * N * ci, k * N, kc);
-        ass = sumsq_n((const char *)A->buf + i0 * K * 2, k * K, 2);
-    }
+    double css = block_sumsq(C->buf, kc, rows, M, N, i0, k);
+    double ass = block_sumsq(A->buf, 2, rows, M, K, i0, k);
     double yss = sumsq_n(y, K, 0);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
