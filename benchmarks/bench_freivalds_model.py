@@ -180,13 +180,17 @@ def main(argv=None) -> int:
           f"failed {st.failed}, skipped {st.skipped}, errors {st.errors}, "
           f"weight-cache hits {st.cache_hits}; time inside the checks {check_s * 1e3:.1f} ms "
           f"per forward pass ({check_s / tp:.1%} of it)")
-    for op, (n, sec) in sorted(st.by_op.items()):
+    for op, (n, sec, ns, nsec) in sorted(st.by_op.items()):
+        clear = (sec - nsec) / max(n - ns, 1) * 1e3
         print(f"  {op:>7}: {n / args.reps:g} products per forward pass, "
-              f"{sec / args.reps * 1e3:.2f} ms ({sec / max(n, 1) * 1e3:.3f} ms each)")
+              f"{sec / args.reps * 1e3:.2f} ms ({sec / max(n, 1) * 1e3:.3f} ms each); "
+              f"{ns / max(n, 1):.0%} with a screened row ({nsec / max(ns, 1) * 1e3:.3f} ms "
+              f"each), the others {clear:.3f} ms each")
     out = {"load_average": load_average(), "plain_s": tp, "guarded_s": tg,
            "overhead": tg / tp - 1, "products_per_forward": per_fwd, "failed": st.failed,
            "check_s_per_forward": check_s,
-           "by_op": {k: {"per_forward": v[0] / args.reps, "s_per_forward": v[1] / args.reps}
+           "by_op": {k: {"per_forward": v[0] / args.reps, "s_per_forward": v[1] / args.reps,
+                         "screened_share": v[2] / max(v[0], 1)}
                      for k, v in st.by_op.items()}}
     if args.inject:
         gen = torch.Generator().manual_seed(3)

@@ -271,6 +271,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="n = 512 .. 2048, skinny K = N = 4096, 5 repetitions")
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
+    ap.add_argument("--numpy-mkl-threads", action="store_true",
+                    help="let MKL's bfloat16 product use its own threads for numpy arrays too "
+                         "(by default it runs on the calling thread beside numpy's BLAS "
+                         "threads): shows why")
     ap.add_argument("--no-bound", dest="bound", action="store_false",
                     help="skip the 'minimal' rows (what any check driven from Python adds "
                          "to the floor: signs, one pass over the residual, a result)")
@@ -283,6 +287,10 @@ def main(argv=None) -> int:
         import torch
     except ImportError:
         torch = None
+    if args.numpy_mkl_threads:  # as where MKL has no per-thread setting: its threads run
+        from kcontract.freivalds import _mkl
+        _mkl._load()
+        _mkl._SET_THREADS = None
     if args.device != "cpu" and torch is None:
         raise SystemExit("--device needs torch")
     sync = (lambda: torch.cuda.synchronize()) if args.device.startswith("cuda") else \

@@ -112,6 +112,13 @@ def test_guard_checks_all_matmul_forms():
         x + 1  # not a matmul
     assert g.stats.calls == 11 and g.checked == 11 and g.failed == 0
     assert g.seconds > 0 and g.stats.skipped == 0 and g.stats.errors == 0
+    # per op kind: every check counted once under its op, the time split among them
+    ops = g.stats.as_dict()["by_op"]
+    assert set(ops) == {"matmul", "mm", "bmm", "linear"}
+    assert sum(o["checked"] for o in ops.values()) == 11
+    assert ops["linear"]["checked"] == 2 and ops["bmm"]["checked"] == 1
+    assert sum(o["seconds"] for o in ops.values()) == pytest.approx(g.seconds)
+    assert all(0 <= o["screened"] <= o["checked"] for o in ops.values())
 
 
 def test_guard_raise_warn_log(caplog):
@@ -132,6 +139,8 @@ def test_guard_raise_warn_log(caplog):
                 torch.nn.functional.linear(x, W.T)
         assert g.failed == 1 and "failed verification" in caplog.text
         assert g.stats.failures and g.stats.failures[0][0] == "linear"
+        # the corrupted row went past the screen: counted as a screened check of its op
+        assert g.stats.by_op["linear"][:1] == [1] and g.stats.by_op["linear"][2] == 1
 
 
 def test_guard_decorator_and_sampling():
@@ -175,6 +184,7 @@ def test_guard_skips_uncheckable():
         a @ b  # integer matmul: not checkable
         x @ t((4, 2), 7)  # NaN operand: no reference
     assert g.stats.calls == 2 and g.stats.skipped == 2 and g.failed == 0
+    assert g.stats.by_op == {}  # skipped calls are no op's checks
 
 
 def test_guard_inference_mode_and_autograd():

@@ -52,13 +52,15 @@ class GuardStats:
     errors: int = 0  # internal errors of the checker (logged, never raised)
     seconds: float = 0.0  # time spent checking
     failures: list = field(default_factory=list)  # (op name, message), the last 100
-    #: per intercepted op ("linear", "matmul", "bmm", ...): [checks, seconds checking]
+    #: per intercepted op ("linear", "matmul", "bmm", ...): [checks, seconds checking,
+    #: checks with a screened row, their seconds]
     by_op: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
         d["failures"] = list(self.failures)
-        d["by_op"] = {k: {"checked": v[0], "seconds": v[1]} for k, v in self.by_op.items()}
+        d["by_op"] = {k: {"checked": v[0], "seconds": v[1], "screened": v[2],
+                          "screened_seconds": v[3]} for k, v in self.by_op.items()}
         return d
 
 
@@ -178,12 +180,15 @@ class Guard(contextlib.ContextDecorator):
                 torch.cuda.synchronize(c.device)
             dt = time.perf_counter() - t0
             st.seconds += dt
-            op = st.by_op.get(name)
-            if op is None:
-                op = st.by_op[name] = [0, 0.0]
-            op[0] += 1
-            op[1] += dt
         st.checked += 1
+        op = st.by_op.get(name)
+        if op is None:
+            op = st.by_op[name] = [0, 0.0, 0, 0.0]
+        op[0] += 1
+        op[1] += dt
+        if res.screened_rows:  # rows past the screen: the float64 look at them was paid
+            op[2] += 1
+            op[3] += dt
         self.last_result = res
         if not res.passed:
             st.failed += 1
