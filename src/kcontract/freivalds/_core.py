@@ -271,7 +271,7 @@ _ENTROPY = threading.local()
 
 def fresh_seed() -> int:
     """A fresh 63-bit seed from OS entropy, read 4 KiB at a time (one system call per 512
-    seeds: after a large product a system call costs tens of microseconds)."""
+    seeds: right after a large product a system call is slow next to a small check)."""
     st = _ENTROPY.__dict__
     buf, pos = st.get("buf"), st.get("pos", 0)
     if buf is None or pos >= len(buf):

@@ -163,8 +163,8 @@ def matvec(X: np.ndarray, v: np.ndarray, out: Optional[np.ndarray] = None,
 
     ``single``: run on the calling thread only.  For numpy arrays: the product that made
     them ran on numpy's own BLAS threads, which keep spinning for a while after it, and
-    MKL's threads started beside them wait for the cores (measured 10-70x slower after a
-    numpy product on this machine's 2 cores); torch tensors use MKL's threads, which are
+    MKL's threads started beside them wait for the cores (see the overhead benchmark's
+    ``--numpy-mkl-threads``); torch tensors use MKL's threads, which are
     torch's."""
     funcs = _FUNCS if _FUNCS is not None else _load()
     fn = funcs.get(X.dtype)
