@@ -24,7 +24,10 @@ Rows:
            the operands' own bytes, each bfloat16 matrix read as a float32 matrix
            of half the width through a float32 gemv -- a view of the same memory);
   skinny   M x K times K x N with M = 1 .. 128 (decode), through the guard's
-           weight cache (torch), float32 and bfloat16.
+           weight cache (torch), float32 and bfloat16;
+  attn     attention's batched q k^T (batch x heads matrices of T x D times D x T,
+           float32) with the strided layouts of a fused q/k/v projection, numpy and
+           torch; the floor is the three batched matrix-vector products.
 
     python benchmarks/bench_freivalds_overhead.py              # the default shapes
     python benchmarks/bench_freivalds_overhead.py --quick      # fewer shapes and repetitions
@@ -251,6 +254,33 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
     return matmul, check, lambda C: (torch.mv(x, y), torch.mv(C, r))
 
 
+def attention_cases(B: int, H: int, T: int, D: int, backends, torch, device):
+    """The batched product q k^T of attention (float32), with the layouts a fused q/k/v
+    projection gives: q and k are (B, H, T, D) views of one (B, T, 3 H D) array, k^T a
+    transposed view.  The floor: the batched matrix-vector products the check makes,
+    y = k^T r, q y and (q k^T) r, through the library's own batched product."""
+    rng = np.random.default_rng(T)
+    qkv = rng.standard_normal((B, T, 3 * H * D), dtype=np.float32)
+    q, k = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            for i in range(2))
+    kt = k.swapaxes(-1, -2)
+    r = np.where(rng.random(T) < 0.5, -1.0, 1.0).astype(np.float32)
+    out = []
+    if "numpy" in backends and device == "cpu":
+        out.append(("numpy", lambda: np.matmul(q, kt), lambda C: verify(q, kt, C),
+                    lambda C: (np.matmul(q, np.matmul(kt, r)[..., None]), np.matmul(C, r))))
+    if "torch" in backends and torch is not None:
+        qt = torch.from_numpy(qkv).to(device)
+        qs, ks = (qt[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(1, 2)
+                  for i in range(2))
+        kts = ks.transpose(-2, -1)
+        rt = torch.from_numpy(r).to(device)
+        out.append(("torch", lambda: torch.matmul(qs, kts), lambda C: verify(qs, kts, C),
+                    lambda C: (torch.matmul(qs, torch.matmul(kts, rt).unsqueeze(-1)),
+                               torch.matmul(C, rt))))
+    return out
+
+
 def fmt_row(kind, shape, backend, dtype, m) -> str:
     flag = "ok" if m["ratio"] <= GOAL else "over"
     return (f"{kind:>7} {shape:>16} {backend:>6} {dtype:>9} {m['matmul_s'] * 1e3:>10.3f} "
@@ -265,6 +295,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skinny-m", type=int, nargs="+", default=[1, 16, 128])
     ap.add_argument("--skinny-kn", nargs="+", default=["4096x4096", "4096x14336", "14336x4096"],
                     help="K x N of the skinny products")
+    ap.add_argument("--attention", nargs="*", default=["4x6x128x64", "2x16x512x64"],
+                    help="batch x heads x tokens x head size of the batched q k^T products")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--backends", nargs="+", default=["numpy", "torch"])
     ap.add_argument("--reps", type=int, default=9)
@@ -318,6 +350,14 @@ def main(argv=None) -> int:
                 print(fmt_row("square", f"{n}^3", backend, dtype, m), flush=True)
                 rows.append({"kind": "square", "M": n, "K": n, "N": n, "backend": backend,
                              "dtype": dtype, **m})
+    for shape in args.attention:
+        B, H, T, D = (int(v) for v in shape.lower().split("x"))
+        for backend, mm, chk, fl in attention_cases(B, H, T, D, args.backends, torch,
+                                                    args.device):
+            m = measure(mm, chk, fl, args.reps, sync)
+            print(fmt_row("attn", f"{B * H}x{T}x{D}x{T}", backend, "float32", m), flush=True)
+            rows.append({"kind": "attention", "batch": B * H, "M": T, "K": D, "N": T,
+                         "backend": backend, "dtype": "float32", **m})
     if args.bound and "numpy" in args.backends and args.device == "cpu":
         for n in args.sizes:
             m = measure(*minimal_case(n), args.reps)

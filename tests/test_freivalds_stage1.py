@@ -212,16 +212,34 @@ def test_the_common_call_shortcut_decides_exactly_as_the_general_path(monkeypatc
     assert any(c is not None for c in calls)  # the shortcut was taken
 
 
-def test_a_fault_leaves_the_shortcut_for_the_general_path():
+def test_a_fault_leaves_the_shortcut_for_the_general_path(monkeypatch):
+    """A screened row hands the shortcut's screen to the general path, which decides from
+    it exactly as from its own stage 1 (every field of the verdict, the faults located
+    beyond max_rows included)."""
     from kcontract.freivalds import _core
     rng = np.random.default_rng(3)
     A = rng.standard_normal((300, 200)).astype(np.float32)
     B = rng.standard_normal((200, 250)).astype(np.float32)
     C = A @ B
     C[17, 33] += 1e-3 * float(np.abs(C).max())
-    assert _core._fast(A, B, C, 5, 1e-9) is None  # the screen flags the row
+    scr = _core._fast(A, B, C, 5, 1e-9)  # the screen flags the row
+    assert isinstance(scr, _core.Screen) and not scr.clear and scr.dI.shape == (1, 300)
+    assert int(np.argmax(scr.dI[0] / scr.tau[0])) == 17 and scr.y is not None
     res = verify(A, B, C, seed=5)
     assert not res.passed and (17, 33) in res.suspect_elements
+    many = A @ B
+    many[::7, 3] += 1e-3 * float(np.abs(many).max())  # 43 rows: beyond max_rows = 32
+    for X in (C, many):
+        for lib in ("numpy", "torch"):
+            args = (A, B, X)
+            if lib == "torch":
+                torch = pytest.importorskip("torch")
+                args = tuple(torch.from_numpy(x) for x in args)
+            fast, slow = verify(*args, seed=5), _general(monkeypatch, *args, seed=5)
+            assert not fast.passed
+            assert {k: v for k, v in fast.to_dict().items() if k != "seconds"} == \
+                {k: v for k, v in slow.to_dict().items() if k != "seconds"}
+    assert len(verify(A, B, many, seed=5).suspect_elements) == 43
     # NaN in an operand is still the general path's error, not a pass
     A[0, 0] = np.nan
     with pytest.raises(Exception, match="NaN or Inf"):
@@ -247,7 +265,15 @@ def test_the_shortcut_with_a_bias_and_the_guards_cached_projection_decides_as_be
             assert fast.passed and slow.passed
             assert {k: v for k, v in fast.to_dict().items() if k != "seconds"} == \
                 {k: v for k, v in slow.to_dict().items() if k != "seconds"}
-    # a corrupted output through the cached projection is still caught
+    # a corrupted output through the cached projection is still caught, and the screen the
+    # shortcut hands over gives the general path's verdict
     bad = C.clone()
     bad[0, 5] += 1e-2 * float(C.abs().max())
     assert not verify(x, W.T, bad, bias=bias, seed=1, _pre=Guard(seed=3)._pre_for(W, True))
+    for use_pre in (False, True):
+        pres = [Guard(seed=3)._pre_for(W, True) if use_pre else None for _ in range(2)]
+        fast = verify(x, W.T, bad, bias=bias, seed=2, _pre=pres[0])
+        slow = _general(monkeypatch, x, W.T, bad, bias=bias, seed=2, _pre=pres[1])
+        assert not fast.passed and (0, 5) in fast.suspect_elements
+        assert {k: v for k, v in fast.to_dict().items() if k != "seconds"} == \
+            {k: v for k, v in slow.to_dict().items() if k != "seconds"}

@@ -30,7 +30,8 @@ from . import _cblas, _mkl
 from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, scratch, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import _M64, _fastc, scale_from_stats, screen_one, screen_plan
+from ._screen import (_M64, Screen, _fastc, batch_screen, scale_from_stats, screen_one,
+                      screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -330,9 +331,12 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
                 type(seed) is int and seed >= 0)):
         seed = fresh_seed() if seed is None else seed
         res = _fast(a, b, c, seed, pfa, bias, _pre)
-        if res is not None:
+        if type(res) is FreivaldsResult:
             res.seconds = time.perf_counter() - t0
             return res
+        scr = res  # a batch's screen with a row beyond it, or None
+    else:
+        scr = None
     if groups > 1 and _pre is not None:
         raise UsageError("groups > 1 cannot use a cached weight vector")
     p = _problem(a, b, c, accumulate, output_format, bias)
@@ -362,7 +366,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             _check_empty_sum(p, res, repair)
         else:
             _verify(p, res, int(rounds), seed, pfa, max(0, int(max_rows)), localize, repair,
-                    _pre)
+                    _pre, scr)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -390,11 +394,14 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     It computes exactly what the general path computes first -- the signs of ``seed`` (or
     the cached projection), y = B r, z = A y, w = C r through the same back-end products,
     the residual, the row scales and the calibrated screen (the same functions) -- and
-    returns the result when every row clears the screen.  Anything else (a screened row, a
-    non-finite residual, a batched or strided product, a bias on numpy arrays) returns
-    None, and the general path decides: the verdicts are the general path's, only its
-    fixed cost is gone (no problem object, no per-call validation beyond what the arrays'
-    own types guarantee)."""
+    returns the result when every row clears the screen.  A batch of matrices goes to
+    :func:`_fast_batch`.  Where a row is beyond the screen it returns the
+    :class:`Screen` the general path's stage 1 would have made (the general path takes it
+    from there: the per-row look and the float64 recomputation); anything else (a
+    non-finite residual, a layout or dtype the compiled passes do not read, a bias on
+    numpy arrays) returns None, and the general path starts afresh.  The verdicts are the
+    general path's, only its fixed cost is gone (no problem object, no per-call validation
+    beyond what the arrays' own types guarantee)."""
     if type(a) is np.ndarray:
         if type(b) is not np.ndarray or type(c) is not np.ndarray or bias is not None \
                 or pre is not None:
@@ -433,6 +440,8 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         if ah is None or bh is None or ch is None:
             return None
     if ah.ndim != 2 or bh.ndim != 2 or ch.ndim != 2:
+        if ah.ndim > 2 and bias is None and pre is None:
+            return _fast_batch(ah, bh, ch, seed, pfa, torch is None)
         return None
     M, K = ah.shape
     N = bh.shape[1]
@@ -496,11 +505,36 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
             _units_for(acc.name, out_fmt.name, cname))
     if one is None:
         return None
-    _, dmax, scale, calibrated = one
+    d, dmax, scale, calibrated = one
     if not math.isfinite(dmax):
         return None
     return _cleared(dmax, scale, bool(calibrated), M, K, N,
-                    (op_fmt.name, acc.name, out_fmt.name, cname), seed, pfa, ops.name)
+                    (op_fmt.name, acc.name, out_fmt.name, cname), seed, pfa, ops.name, d,
+                    ops.host_view(yt) if torch is not None else yt, brms)
+
+
+def _fast_batch(ah, bh, ch, seed: int, pfa: float, numpy_arrays: bool):
+    """:func:`_fast` for a batch of float32 / float64 matrices (host views, one batch shape):
+    :func:`._screen.batch_screen`, which the general path's stage 1 uses too.  The passing
+    result where every row clears its matrix's threshold; the :class:`Screen` where some
+    row does not (the general path takes it from there without repeating stage 1); None
+    where the compiled batch does not apply."""
+    kind = _FAST_KINDS.get((ah.dtype, ch.dtype))
+    if kind is None or kind[0] != kind[1]:
+        return None
+    name = kind[0]
+    scr = batch_screen(ah, bh, ch, seed, _cblas.gemv() if numpy_arrays else _cblas.mkl_gemv(),
+                       _units_for(name, name, name))
+    if scr is None or not scr.clear:
+        return scr
+    batch, (M, K), N = ah.shape[:-2], ah.shape[-2:], bh.shape[-1]
+    return FreivaldsResult(
+        passed=True, reason="verified", suspect_rows=[], suspects=[],
+        threshold=scr.tau.reshape(batch), ratio=scr.ratio, false_alarm=pfa,
+        screen_ratio=scr.ratio, shape=(batch, M, K, N), operand_format=name, accumulate=name,
+        output_format=name, check_precision=name, rounds=1, groups=1, bound="probabilistic",
+        seed=seed, calibrated=True, noise_scale=scr.scale.reshape(batch),
+        backend="numpy" if numpy_arrays else "torch")
 
 
 def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
@@ -532,30 +566,40 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
                                                  k, kmed, k9, rows, given, zoff)
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
-                             (name, acc, name, name), seed, pfa, backend)
+                             (name, acc, name, name), seed, pfa, backend, buf, y)
 
 
 def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units, fmts, seed,
-                      pfa, backend):
+                      pfa, backend, buf=None, y=None):
     """The result of a compiled stage 1 from its six statistics (through
-    :func:`._screen.scale_from_stats`, as the general path's screen reads them), or None
-    (the general path decides).  ``fmts``: (operand, accumulator, output, check precision)
-    names."""
+    :func:`._screen.scale_from_stats`, as the general path's screen reads them), its
+    :class:`Screen` where a row is beyond it (``buf``: the residual in its first M
+    entries; ``y``: B r on the host), or None (the general path decides).  ``fmts``:
+    (operand, accumulator, output, check precision) names."""
     if not dmax <= math.inf:  # NaN: the general path traces it
         return None
     one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units)
     if one is None:
         return None
-    return _cleared(dmax, one[2], one[3], M, K, N, fmts, seed, pfa, backend)
+    return _cleared(dmax, one[2], one[3], M, K, N, fmts, seed, pfa, backend,
+                    None if buf is None else buf[:M], y, brms)
 
 
-def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend):
+def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None, y=None,
+             brms=None):
     """The passing result of a common call whose every row clears the screen (threshold
-    LAMBDA_SCREEN x ``scale``), or None (a row beyond it: the general path decides)."""
+    LAMBDA_SCREEN x ``scale``); where a row is beyond it, the :class:`Screen` the general
+    path's stage 1 would make of the residual ``d`` (the same numbers: the general path
+    takes it from there, with B r = ``y`` and rms_k ||B_k|| = ``brms`` as its stage 1
+    leaves them), or None without ``d``."""
     t = model.LAMBDA_SCREEN * scale
     ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
     if not ratio <= 1.0:
-        return None
+        if d is None or not math.isfinite(ratio):
+            return None
+        return Screen(np.array(d, dtype=np.float64).reshape(1, M), np.array([t]),
+                      np.array([scale]), bool(calibrated), ratio, False,
+                      None if y is None else np.array(y), brms)
     return FreivaldsResult(
         passed=True, reason="verified", suspect_rows=[], suspects=[],
         threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
@@ -606,7 +650,8 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
         zoff)
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
-                             ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name)
+                             ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name,
+                             buf, y)
 
 
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
@@ -682,6 +727,14 @@ def _stage1_screen(p: _Problem, res: FreivaldsResult, rounds, seed, pre):
     """Stage 1 and the screen (under one np.errstate); non-finite residuals are
     traced to their operand here."""
     ops = p.ops
+    if rounds == 1 and p.groups == 1 and pre is None and p.bias_src is None and p.batch \
+            and p.batch_a == p.batch and p.batch_b == p.batch:  # the compiled batch, if it applies
+        hv = [ops.host_view(x) for x in (p.a, p.b, p.c)]
+        if all(x is not None for x in hv):
+            scr = batch_screen(*hv, seed, _cblas.gemv() if ops is NUMPY_OPS
+                               else _cblas.mkl_gemv(), _units(p))
+            if scr is not None:
+                return scr
     z, w = stage1(p, rounds, seed, p.cdtype, pre)
     d = residual(z, w)
     dmax = float(d.max())
@@ -708,11 +761,16 @@ def _stage1_screen(p: _Problem, res: FreivaldsResult, rounds, seed, pre):
 
 
 def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, localize, repair,
-            pre=None):
+            pre=None, scr=None):
     ops = p.ops
     items = math.prod(p.batch)
-    with np.errstate(over="ignore", invalid="ignore"):
-        scr = _stage1_screen(p, res, rounds, seed, pre)
+    if scr is None:  # else the common call's (the same function of the same seed)
+        with np.errstate(over="ignore", invalid="ignore"):
+            scr = _stage1_screen(p, res, rounds, seed, pre)
+    if p.y is None and scr.y is not None:  # as a stage 1 here would have left them
+        p.y = ops.from_host(scr.y, p.cdtype)
+    if p.b_rms is None and scr.b_rms is not None:
+        p.b_rms = scr.b_rms
     units = _units(p)  # after stage 1, which may have switched to a float64 check
     res.threshold = scr.tau.reshape(p.batch)
     res.noise_scale = scr.scale.reshape(p.batch)

@@ -15,6 +15,12 @@
  *       k and k9 (k9 < 0: none) of d selected in a copy in buf[M:2M]; sums of squares in
  *       float64 of the blocks cblk, ablk and the vector y (kinds 0 float32, 1 float64,
  *       2 bfloat16 bits, 3 float16 bits).  Any NaN in d makes max |d| NaN.
+ *   stage1(...), stage1_16(...), stage1_batch(...)
+ *       the signs, the three matrix-vector products through the back end's BLAS and the
+ *       statistics above in one call: one float32 / float64 matrix, one with bfloat16
+ *       operands (MKL's mixed-precision GEMM), every matrix of a strided batch.
+ *   row_noise_batch(a, b, c, items, c2, s2, b2)
+ *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
  *   bf16_columns(v, out) -> exact
  *       a float32 vector as three bfloat16 parts (uint16 bits, K x 3, row-major) whose
  *       sum is v exactly (truncation: each part keeps the next 8 significant bits);
@@ -141,10 +147,10 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
 }
 
 /* max |d| (NaN where d holds one), and the order statistics kmed and k9 (k9 < 0: none) of
- * d[0:M], selected in a copy at d[M:2M] */
-static void order_stats(double *d, Py_ssize_t M, Py_ssize_t kmed, Py_ssize_t k9,
-                        double *dmax_out, double *dk_out, double *dk9_out) {
-    double dmax = 0.0, dk = NAN, dk9 = NAN, *tmp = d + M;
+ * d[0:M], selected in a copy at tmp[0:M] */
+static void order_stats_in(const double *d, double *tmp, Py_ssize_t M, Py_ssize_t kmed,
+                           Py_ssize_t k9, double *dmax_out, double *dk_out, double *dk9_out) {
+    double dmax = 0.0, dk = NAN, dk9 = NAN;
     int nan = 0;
     for (Py_ssize_t i = 0; i < M; i++) {
         if (d[i] > dmax) dmax = d[i];
@@ -162,6 +168,12 @@ static void order_stats(double *d, Py_ssize_t M, Py_ssize_t kmed, Py_ssize_t k9,
         dmax = NAN;
     }
     *dmax_out = dmax; *dk_out = dk; *dk9_out = dk9;
+}
+
+/* order_stats_in with the copy at d[M:2M] */
+static void order_stats(double *d, Py_ssize_t M, Py_ssize_t kmed, Py_ssize_t k9,
+                        double *dmax_out, double *dk_out, double *dk9_out) {
+    order_stats_in(d, d + M, M, kmed, k9, dmax_out, dk_out, dk9_out);
 }
 
 /* the signs' generator (see kcontract.freivalds._screen.signs): SplitMix64's finaliser */
@@ -372,9 +384,30 @@ typedef void (*dgemvf_t)(const char *, const int *, const int *, const double *,
                          const double *, double *, const int *);
 
 /* interface: 0 CBLAS with 32-bit integers, 1 CBLAS with 64-bit integers, 2 Fortran (32-bit) */
-static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
-                 const void *X, const void *v, void *out) {
-    /* out = X v for a row-major M x K matrix X with leading dimension ld */
+static void gemv_t(uintptr_t fn, int ilp64, int dbl, int trans, Py_ssize_t M, Py_ssize_t K,
+                   Py_ssize_t ld, const void *X, const void *v, void *out) {
+    /* out = X v for an M x K matrix X whose element (i, j) is at X[i ld + j] (trans 0:
+     * row-major) or at X[j ld + i] (trans 1: column-major) */
+    if (trans) {  /* the memory is a row-major K x M matrix: out = (that matrix)^T v */
+        if (ilp64 == 2) {  /* Fortran: X itself, column-major */
+            const char t = 'N';
+            const int m = (int)M, n = (int)K, l = (int)ld, one = 1;
+            if (dbl) {
+                const double a1 = 1.0, b0 = 0.0;
+                ((dgemvf_t)fn)(&t, &m, &n, &a1, X, &l, v, &one, &b0, out, &one);
+            } else {
+                const float a1 = 1.0f, b0 = 0.0f;
+                ((sgemvf_t)fn)(&t, &m, &n, &a1, X, &l, v, &one, &b0, out, &one);
+            }
+        } else if (dbl) {
+            if (ilp64) ((dgemv64_t)fn)(101, 112, K, M, 1.0, X, ld, v, 1, 0.0, out, 1);
+            else ((dgemv32_t)fn)(101, 112, (int)K, (int)M, 1.0, X, (int)ld, v, 1, 0.0, out, 1);
+        } else {
+            if (ilp64) ((sgemv64_t)fn)(101, 112, K, M, 1.0f, X, ld, v, 1, 0.0f, out, 1);
+            else ((sgemv32_t)fn)(101, 112, (int)K, (int)M, 1.0f, X, (int)ld, v, 1, 0.0f, out, 1);
+        }
+        return;
+    }
     if (ilp64 == 2) {  /* column-major view: X^T is K x M with leading dimension ld */
         const char t = 'T';
         const int m = (int)K, n = (int)M, l = (int)ld, one = 1;
@@ -394,6 +427,11 @@ static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, P
         if (ilp64) ((sgemv64_t)fn)(101, 111, M, K, 1.0f, X, ld, v, 1, 0.0f, out, 1);
         else ((sgemv32_t)fn)(101, 111, (int)M, (int)K, 1.0f, X, (int)ld, v, 1, 0.0f, out, 1);
     }
+}
+
+static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
+                 const void *X, const void *v, void *out) {
+    gemv_t(fn, ilp64, dbl, 0, M, K, ld, X, v, out);
 }
 
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)
@@ -474,6 +512,253 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double yss = sumsq_n(Y->buf, K, kind);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return NULL;
+}
+
+/* the layout of the last two axes of a strided buffer: 0 row-major, 1 column-major (each
+ * with its leading dimension in elements), -1 neither */
+static int layout(const Py_buffer *b, Py_ssize_t *ld) {
+    Py_ssize_t it = b->itemsize, n = b->ndim;
+    Py_ssize_t rows = b->shape[n - 2], cols = b->shape[n - 1];
+    Py_ssize_t rs = b->strides[n - 2], cs = b->strides[n - 1];
+    if (cs == it && rs > 0 && rs % it == 0 && rs / it >= cols) { *ld = rs / it; return 0; }
+    if (rs == it && cs > 0 && cs % it == 0 && cs / it >= rows) { *ld = cs / it; return 1; }
+    return -1;
+}
+
+/* float64 sum of squares of rows i0 .. i0 + k - 1 of a rows x cols matrix (float32 or
+ * float64) laid out as `layout` says */
+static double strided_block_sumsq(const char *X, int dbl, int trans, Py_ssize_t ld,
+                                  Py_ssize_t cols, Py_ssize_t i0, Py_ssize_t k) {
+    Py_ssize_t it = dbl ? 8 : 4;
+    int kind = dbl ? 1 : 0;
+    if (!trans) {
+        if (ld == cols) return sumsq_n(X + i0 * ld * it, k * cols, kind);
+        double s = 0.0;
+        for (Py_ssize_t i = i0; i < i0 + k; i++) s += sumsq_n(X + i * ld * it, cols, kind);
+        return s;
+    }
+    double s = 0.0;  /* column-major: the k rows' elements of each column are adjacent */
+    for (Py_ssize_t j = 0; j < cols; j++) s += sumsq_n(X + (j * ld + i0) * it, k, kind);
+    return s;
+}
+
+/* stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, k9,
+ *              stats) -> True, or False where a matrix's layout has no unit stride
+ * stage1 for every matrix of a batch: a (..., M, K), b (..., K, N), c (..., M, N) strided
+ * float32 (or all float64) arrays of one batch shape, each matrix with unit stride along
+ * one of its axes.  One r = the signs of (seed, stream 0) for all; per matrix t: y_t =
+ * B_t r, z_t = A_t y_t, w_t = C_t r through the BLAS gemv at fn, d_t = |z_t - w_t| into
+ * d (items x M, float64), and stats[t] = (max |d_t|, d_t(kmed), d_t(k9), sum c^2 and sum
+ * a^2 of rows i0 .. i0 + k - 1, sum y_t^2) (items x 6, float64).  r (N), y (items x K),
+ * z, w (items x M): contiguous, of the operands' dtype; tmp: M float64 scratch. */
+static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, "
+                                         "r, y, z, w, d, tmp, i0, k, kmed, k9, stats)");
+        return NULL;
+    }
+    uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    int ilp64 = (int)PyLong_AsLong(args[1]);
+    uint64_t seed_lo = PyLong_AsUnsignedLongLong(args[5]);
+    uint64_t seed_hi = PyLong_AsUnsignedLongLong(args[6]);
+    Py_ssize_t i0 = PyLong_AsSsize_t(args[13]), k = PyLong_AsSsize_t(args[14]);
+    Py_ssize_t kmed = PyLong_AsSsize_t(args[15]), k9 = PyLong_AsSsize_t(args[16]);
+    if (PyErr_Occurred() || fn == 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stage1_batch: no gemv");
+        return NULL;
+    }
+    /* a, b, c strided; r, y, z, w, d, tmp, stats contiguous and written */
+    static const int idx[10] = {2, 3, 4, 7, 8, 9, 10, 11, 12, 17};
+    Py_buffer bf[10];
+    int got = 0;
+    for (int i = 0; i < 10; i++) {
+        int flags = i < 3 ? PyBUF_STRIDES : (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE);
+        if (PyObject_GetBuffer(args[idx[i]], &bf[i], flags) < 0) goto fail;
+        got++;
+    }
+    Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R = &bf[3], *Y = &bf[4], *Z = &bf[5],
+              *W = &bf[6], *D = &bf[7], *TMP = &bf[8], *S = &bf[9];
+    Py_ssize_t nd = A->ndim, item = A->itemsize;
+    int ok = nd >= 3 && nd <= 64 && B->ndim == nd && C->ndim == nd && (item == 4 || item == 8)
+             && B->itemsize == item && C->itemsize == item;
+    Py_ssize_t items = 1;
+    for (Py_ssize_t j = 0; ok && j < nd - 2; j++) {
+        ok = A->shape[j] == B->shape[j] && A->shape[j] == C->shape[j];
+        items *= A->shape[j];
+    }
+    Py_ssize_t M = ok ? A->shape[nd - 2] : 0, K = ok ? A->shape[nd - 1] : 0;
+    Py_ssize_t N = ok ? B->shape[nd - 1] : 0;
+    if (!ok || B->shape[nd - 2] != K || C->shape[nd - 2] != M || C->shape[nd - 1] != N
+        || M == 0 || K == 0 || N == 0 || items == 0 || R->len != N * item
+        || Y->len != items * K * item || Z->len != items * M * item
+        || W->len != items * M * item || D->len != items * M * 8 || TMP->len < M * 8
+        || S->len != items * 6 * 8 || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0
+        || i0 + k > M) {
+        PyErr_SetString(PyExc_ValueError, "stage1_batch: shapes or dtypes do not match");
+        goto fail;
+    }
+    Py_ssize_t lda, ldb, ldc;
+    int ta = layout(A, &lda), tb = layout(B, &ldb), tc = layout(C, &ldc);
+    if (ta < 0 || tb < 0 || tc < 0) {
+        for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+        Py_RETURN_FALSE;
+    }
+    int dbl = item == 8, kind = dbl ? 1 : 0;
+    double *d = (double *)D->buf, *tmp = (double *)TMP->buf, *st = (double *)S->buf;
+    Py_BEGIN_ALLOW_THREADS
+    balanced_signs(seed_lo, seed_hi, 0, N, R->buf, kind);
+    Py_ssize_t pos[64] = {0};  /* the batch index, last axis fastest */
+    Py_ssize_t nb = nd - 2;
+    for (Py_ssize_t t = 0; t < items; t++) {
+        Py_ssize_t oa = 0, ob = 0, oc = 0;
+        for (Py_ssize_t j = 0; j < nb; j++) {
+            oa += pos[j] * A->strides[j];
+            ob += pos[j] * B->strides[j];
+            oc += pos[j] * C->strides[j];
+        }
+        const char *a = (const char *)A->buf + oa, *b = (const char *)B->buf + ob;
+        const char *c = (const char *)C->buf + oc;
+        char *y = (char *)Y->buf + t * K * item, *z = (char *)Z->buf + t * M * item;
+        char *w = (char *)W->buf + t * M * item;
+        gemv_t(fn, ilp64, dbl, tb, K, N, ldb, b, R->buf, y);
+        gemv_t(fn, ilp64, dbl, ta, M, K, lda, a, y, z);
+        gemv_t(fn, ilp64, dbl, tc, M, N, ldc, c, R->buf, w);
+        double *dt = d + t * M;
+        for (Py_ssize_t i = 0; i < M; i++) {
+            double v = dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
+                           : fabs((double)((float *)z)[i] - (double)((float *)w)[i]);
+            dt[i] = v;
+        }
+        double *s = st + 6 * t;
+        order_stats_in(dt, tmp, M, kmed, k9, &s[0], &s[1], &s[2]);
+        s[3] = strided_block_sumsq(c, dbl, tc, ldc, N, i0, k);
+        s[4] = strided_block_sumsq(a, dbl, ta, lda, K, i0, k);
+        s[5] = sumsq_n(y, K, kind);
+        for (Py_ssize_t j = nb - 1; j >= 0; j--) {  /* the next batch index */
+            if (++pos[j] < A->shape[j]) break;
+            pos[j] = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    Py_RETURN_TRUE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    return NULL;
+}
+
+/* byte offset of matrix t (flat index, last batch axis fastest) in a strided batch */
+static Py_ssize_t item_offset(const Py_buffer *b, Py_ssize_t t) {
+    Py_ssize_t off = 0;
+    for (Py_ssize_t j = b->ndim - 3; j >= 0; j--) {
+        off += (t % b->shape[j]) * b->strides[j];
+        t /= b->shape[j];
+    }
+    return off;
+}
+
+/* row_noise_batch(a, b, c, items, c2, s2, b2) -> True, or False where a layout has no unit
+ * stride.  For each listed matrix t = items[n] of a batch laid out as for stage1_batch:
+ * c2[n, i] = ||C_t,i||^2, b2 = ||B_t,k||^2 and s2[n, i] = sum_k a_t,ik^2 b2_k, in float64
+ * (the per-row model noise of the screen's second look).  items: int64; c2, s2: (n, M)
+ * float64; b2: K float64 scratch. */
+static PyObject *row_noise_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "row_noise_batch(a, b, c, items, c2, s2, b2)");
+        return NULL;
+    }
+    Py_buffer bf[7];
+    int got = 0;
+    for (int i = 0; i < 7; i++) {
+        int flags = i < 3 ? PyBUF_STRIDES : i == 3 ? PyBUF_C_CONTIGUOUS
+                                                   : (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE);
+        if (PyObject_GetBuffer(args[i], &bf[i], flags) < 0) goto fail;
+        got++;
+    }
+    Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *IT = &bf[3], *C2 = &bf[4], *S2 = &bf[5],
+              *B2 = &bf[6];
+    Py_ssize_t nd = A->ndim, item = A->itemsize;
+    int ok = nd >= 3 && B->ndim == nd && C->ndim == nd && (item == 4 || item == 8)
+             && B->itemsize == item && C->itemsize == item;
+    Py_ssize_t items = 1;
+    for (Py_ssize_t j = 0; ok && j < nd - 2; j++) {
+        ok = A->shape[j] == B->shape[j] && A->shape[j] == C->shape[j];
+        items *= A->shape[j];
+    }
+    Py_ssize_t M = ok ? A->shape[nd - 2] : 0, K = ok ? A->shape[nd - 1] : 0;
+    Py_ssize_t N = ok ? B->shape[nd - 1] : 0, n = IT->len / 8;
+    if (!ok || B->shape[nd - 2] != K || C->shape[nd - 2] != M || C->shape[nd - 1] != N
+        || C2->len != n * M * 8 || S2->len != n * M * 8 || B2->len < K * 8) {
+        PyErr_SetString(PyExc_ValueError, "row_noise_batch: shapes or dtypes do not match");
+        goto fail;
+    }
+    const int64_t *its = (const int64_t *)IT->buf;
+    for (Py_ssize_t m = 0; m < n; m++) {
+        if (its[m] < 0 || its[m] >= items) {
+            PyErr_SetString(PyExc_ValueError, "row_noise_batch: item out of range");
+            goto fail;
+        }
+    }
+    Py_ssize_t lda, ldb, ldc;
+    int ta = layout(A, &lda), tb = layout(B, &ldb), tc = layout(C, &ldc);
+    if (ta < 0 || tb < 0 || tc < 0) {
+        for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+        Py_RETURN_FALSE;
+    }
+    int dbl = item == 8, kind = dbl ? 1 : 0;
+    double *b2 = (double *)B2->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t m = 0; m < n; m++) {
+        Py_ssize_t t = (Py_ssize_t)its[m];
+        const char *a = (const char *)A->buf + item_offset(A, t);
+        const char *b = (const char *)B->buf + item_offset(B, t);
+        const char *c = (const char *)C->buf + item_offset(C, t);
+        double *c2 = (double *)C2->buf + m * M, *s2 = (double *)S2->buf + m * M;
+        /* squared row norms of a rows x cols matrix: by rows, or column by column */
+        if (!tc) {
+            for (Py_ssize_t i = 0; i < M; i++) c2[i] = sumsq_n(c + i * ldc * item, N, kind);
+        } else {
+            for (Py_ssize_t i = 0; i < M; i++) c2[i] = 0.0;
+            for (Py_ssize_t j = 0; j < N; j++)
+                for (Py_ssize_t i = 0; i < M; i++) {
+                    double v = elem(c, kind, j * ldc + i);
+                    c2[i] += v * v;
+                }
+        }
+        if (!tb) {
+            for (Py_ssize_t k = 0; k < K; k++) b2[k] = sumsq_n(b + k * ldb * item, N, kind);
+        } else {
+            for (Py_ssize_t k = 0; k < K; k++) b2[k] = 0.0;
+            for (Py_ssize_t j = 0; j < N; j++)
+                for (Py_ssize_t k = 0; k < K; k++) {
+                    double v = elem(b, kind, j * ldb + k);
+                    b2[k] += v * v;
+                }
+        }
+        if (!ta) {
+            for (Py_ssize_t i = 0; i < M; i++) {
+                double s = 0.0;
+                for (Py_ssize_t k = 0; k < K; k++) {
+                    double v = elem(a, kind, i * lda + k);
+                    s += v * v * b2[k];
+                }
+                s2[i] = s;
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < M; i++) s2[i] = 0.0;
+            for (Py_ssize_t k = 0; k < K; k++)
+                for (Py_ssize_t i = 0; i < M; i++) {
+                    double v = elem(a, kind, k * lda + i);
+                    s2[i] += v * v * b2[k];
+                }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
+    Py_RETURN_TRUE;
 fail:
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return NULL;
@@ -629,6 +914,11 @@ fail:
 static PyMethodDef methods[] = {
     {"stage1_16", (PyCFunction)(void (*)(void))stage1_16, METH_FASTCALL,
      "stage1_16(...): stage1 for bfloat16 operands through MKL's mixed-precision GEMM"},
+    {"stage1_batch", (PyCFunction)(void (*)(void))stage1_batch, METH_FASTCALL,
+     "stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, "
+     "k9, stats): stage1 for every matrix of a batch"},
+    {"row_noise_batch", (PyCFunction)(void (*)(void))row_noise_batch, METH_FASTCALL,
+     "row_noise_batch(a, b, c, items, c2, s2, b2): squared row norms for the second look"},
     {"gemv", (PyCFunction)(void (*)(void))gemv_py, METH_FASTCALL,
      "gemv(fn, interface, x, v, out): out = x v"},
     {"stage1", (PyCFunction)(void (*)(void))stage1, METH_FASTCALL,

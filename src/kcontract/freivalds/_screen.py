@@ -417,6 +417,8 @@ class Screen:
     calibrated: bool
     ratio: float  # max_i |d_i| / tau
     clear: bool  # no row exceeds its threshold
+    y: Any = None  # B r on the host (batch..., K), where the compiled pass made it
+    b_rms: Any = None  # rms_k ||B_k||, where it was known (the guard's cache)
 
 
 def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
@@ -461,6 +463,69 @@ def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
         rr = np.where(rmax > 0, rmax / tau, 0.0)
     ratio = float(rr.max())
     return Screen(dI, tau, scale, bool(calibrated), ratio, ratio <= 1.0)
+
+
+def batch_screen(ah: np.ndarray, bh: np.ndarray, ch: np.ndarray, seed: int,
+                 fns: Optional[dict], units) -> Optional[Screen]:
+    """Stage 1 and the screen of a batch of matrices in one compiled call: host arrays
+    a (..., M, K), b (..., K, N), c (..., M, N) of one batch shape, all float32 or all
+    float64, each matrix with unit stride along one of its axes (views of transposed or
+    split tensors included); one round, one group, no bias.  The signs of (seed, stream
+    0) for every matrix, y_t = B_t r, z_t = A_t y_t and w_t = C_t r through the BLAS gemv
+    ``fns`` names (the back end's own), and per matrix what :func:`row_scales` and
+    :func:`._model.screen_scale` read for a batch: SAMPLE_ROWS rows from seed % (M - k +
+    1), rms_k ||B_k|| from ||y_t||, the median and 90 % point of |d_t| (each matrix
+    calibrated on its own: M >= MIN_CALIBRATION_ROWS).
+
+    Both the common call and the general path use it where it applies, so their
+    verdicts agree; None where it does not (another layout or dtype, too few rows, a
+    non-finite statistic: the general path's own arithmetic decides)."""
+    if _fastc is None or not fns:
+        return None
+    nd = ah.ndim
+    if nd < 3 or bh.ndim != nd or ch.ndim != nd:
+        return None
+    dt = ah.dtype
+    kz = _KINDS.get(dt)
+    if kz is None or bh.dtype != dt or ch.dtype != dt:
+        return None
+    M, K = ah.shape[-2:]
+    N = bh.shape[-1]
+    batch = ah.shape[:-2]
+    if bh.shape[:-2] != batch or ch.shape[:-2] != batch or bh.shape[-2] != K \
+            or ch.shape[-2:] != (M, N):
+        return None
+    items = math.prod(batch)
+    if M < model.MIN_CALIBRATION_ROWS or K < MIN_K_FROM_Y or N < 16 \
+            or items * M <= SMALL_ROWS:
+        return None
+    r, y, z, w, tmp = scratch(("batch", items, M, K, N, dt), lambda: (
+        np.empty(N, dtype=dt), np.empty((items, K), dtype=dt), np.empty((items, M), dtype=dt),
+        np.empty((items, M), dtype=dt), np.empty(M)))
+    d, stats = np.empty((items, M)), np.empty((items, 6))
+    k = SAMPLE_ROWS
+    i0 = seed % (M - k + 1)
+    k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1
+    if not _fastc.stage1_batch(fns["float64" if kz else "float32"], fns["ilp64"], ah, bh, ch,
+                               seed & _M64, seed >> 64, r, y, z, w, d, tmp, i0, k, M // 2, k9,
+                               stats):
+        return None
+    dmax, dk, dk9, css, ass, yss = stats.T
+    if not (np.isfinite(stats[:, (0, 1, 3, 4, 5)]).all() and (k9 < 0 or np.isfinite(dk9).all())):
+        return None
+    cn = np.sqrt(css / k)
+    sn = np.sqrt(ass / k) * np.sqrt(yss / K)
+    cap = model.screen_cap(cn, sn, K, N, units)
+    med_d = dk if k9 < 0 else np.maximum(dk, dk9 * (model.MEDIAN_ABS_NORMAL
+                                                    / model.Q90_ABS_NORMAL))
+    scale = np.clip(med_d / model.MEDIAN_ABS_NORMAL, model.FLOOR_FRACTION * cap, cap)
+    tau = model.LAMBDA_SCREEN * scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rr = np.where(dmax > 0, dmax / tau, 0.0)
+    ratio = float(rr.max())
+    clear = ratio <= 1.0
+    return Screen(d, tau, scale, True, ratio, clear,
+                  None if clear else y.reshape(batch + (K,)).copy())
 
 
 def _single_screen(p, d: np.ndarray, seed: int, units):
@@ -523,6 +588,33 @@ def row_noise(p, ai: tuple, bi: tuple, ci: tuple, units) -> Optional[np.ndarray]
     return model.screen_cap(np.sqrt(c2), np.sqrt(s2), p.K, p.N, units)
 
 
+def _batch_relief(p, ratio_rows_: np.ndarray, screened: np.ndarray, units):
+    """:func:`row_relief` of a batch (one batch shape for a, b and c; host views of float32
+    or float64 matrices with a unit stride) in one compiled pass over the screened
+    matrices and a few array operations; None where that does not apply."""
+    if _fastc is None or not p.batch or p.batch_a != p.batch or p.batch_b != p.batch:
+        return None
+    ops = p.ops
+    hv = [ops.host_view(x) for x in (p.a, p.b, p.c)]
+    if any(x is None for x in hv) or hv[0].dtype not in _KINDS \
+            or not hv[0].dtype == hv[1].dtype == hv[2].dtype:
+        return None
+    n = len(screened)
+    c2, s2 = np.empty((n, p.M)), np.empty((n, p.M))
+    if not _fastc.row_noise_batch(*hv, screened.astype(np.int64), c2, s2, np.empty(p.K)):
+        return None
+    sig = model.screen_cap(np.sqrt(c2), np.sqrt(s2), p.K, p.N, units)
+    med = np.median(sig, axis=1)
+    use = np.isfinite(c2).all(axis=1) & np.isfinite(s2).all(axis=1) & (med > 0)
+    if not use.any():
+        return ratio_rows_
+    rho = sig[use] / med[use, None]
+    out = ratio_rows_.copy()
+    rows = screened[use]
+    out[rows] = ratio_rows_[rows] / np.where(rho >= ROW_RELIEF_MIN, rho, 1.0)
+    return out
+
+
 def row_relief(p, ratio_rows_: np.ndarray, units) -> np.ndarray:
     """Screened rows judged against their own noise: for each matrix with a
     screened row (and enough rows to have calibrated the screen), rho_i =
@@ -535,8 +627,14 @@ def row_relief(p, ratio_rows_: np.ndarray, units) -> np.ndarray:
 
     if p.groups > 1 or p.M < model.MIN_CALIBRATION_ROWS:
         return ratio_rows_
+    screened = np.flatnonzero((ratio_rows_ > 1.0).any(axis=1))
+    if not len(screened):
+        return ratio_rows_
+    fast = _batch_relief(p, ratio_rows_, screened, units)
+    if fast is not None:
+        return fast
     out = ratio_rows_
-    for t in np.flatnonzero((ratio_rows_ > 1.0).any(axis=1)):
+    for t in screened:
         idx = tuple(int(v) for v in np.unravel_index(int(t), p.batch)) if p.batch else ()
         sig = row_noise(p, sub_index(idx, p.batch_a), sub_index(idx, p.batch_b), idx, units)
         if sig is None:

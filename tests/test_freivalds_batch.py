@@ -1,0 +1,270 @@
+"""The compiled stage 1 of a batch of matrices (kcontract.freivalds._screen.batch_screen):
+the same products as numpy's per matrix, the screen's statistics of every matrix, the same
+verdicts from the common call and the general path, and the detection / false-alarm
+figures on the strided layouts of attention (a fused q/k/v split into heads, k
+transposed)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kcontract.freivalds import NonFiniteOperandError, _cblas, _core, _model, _screen, verify
+
+fastc = pytest.importorskip("kcontract.freivalds._fastc")
+
+
+def _units(dt):
+    name = np.dtype(dt).name
+    return _core._units_for(name, name, name)
+
+
+def _attention(dt, seed=0, B=2, T=128, H=4, D=64):
+    """q kT and softmax-free (q kT) v with the layouts a fused q/k/v projection gives:
+    q, k, v are (B, H, T, D) views of one (B, T, 3 H D) array (rows of stride 3 H D),
+    kT a transposed view (column-major per matrix)."""
+    rng = np.random.default_rng(seed)
+    qkv = rng.standard_normal((B, T, 3 * H * D)).astype(dt)
+    q, k, v = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(0, 2, 1, 3)
+               for i in range(3))
+    kt = k.swapaxes(-1, -2)
+    att = np.matmul(q, kt)
+    return (q, kt, att), (att, v, np.matmul(att, v))
+
+
+def _layouts(dt):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 5, 100, 70)).astype(dt)
+    b = rng.standard_normal((3, 5, 70, 90)).astype(dt)
+    qk, av = _attention(dt)
+    wide = np.zeros((3, 5, 100, 200), dtype=dt)
+    wide[..., :90] = a @ b
+    return {
+        "contiguous": (a, b, a @ b),
+        "b column-major": (a, np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2), a @ b),
+        "a column-major, c strided": (
+            np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2), b, wide[..., :90]),
+        "q kT": qk,
+        "att v": av,
+    }
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_batch_products_are_numpys_per_matrix_bit_for_bit(dt):
+    """For numpy arrays the compiled batch calls numpy's BLAS as numpy's own X @ v does, for
+    every layout: each matrix's residual is |A_t (B_t r) - C_t r| exactly as numpy computes
+    it, and the statistics are those of that residual and of the sampled rows."""
+    for name, (a, b, c) in _layouts(dt).items():
+        seed = 11
+        scr = _screen.batch_screen(a, b, c, seed, _cblas.gemv(), _units(dt))
+        assert scr is not None, name
+        M, K = a.shape[-2:]
+        N = b.shape[-1]
+        r = _screen.signs(seed, 0, N, dt)
+        k, i0 = _screen.SAMPLE_ROWS, seed % (M - _screen.SAMPLE_ROWS + 1)
+        taus = []
+        for t, idx in enumerate(np.ndindex(a.shape[:-2])):
+            y = b[idx] @ r
+            d = np.abs((a[idx] @ y).astype(np.float64) - c[idx] @ r)
+            assert np.array_equal(scr.dI[t], d), (name, idx)
+            # the matrix's own threshold from its median, its rows i0.. and ||y||
+            cn = math.sqrt(float(np.sum(c[idx][i0:i0 + k].astype(np.float64) ** 2)) / k)
+            sn = math.sqrt(float(np.sum(a[idx][i0:i0 + k].astype(np.float64) ** 2)) / k) \
+                * math.sqrt(float(np.sum(y.astype(np.float64) ** 2)) / K)
+            cap = _model.screen_cap(cn, sn, K, N, _units(dt))
+            med = float(np.partition(d, M // 2)[M // 2])
+            taus.append(_model.LAMBDA_SCREEN * min(max(med / _model.MEDIAN_ABS_NORMAL,
+                                                       _model.FLOOR_FRACTION * cap), cap))
+        assert scr.tau == pytest.approx(np.array(taus), rel=1e-12), name
+        assert scr.ratio == pytest.approx(float((scr.dI.max(axis=1) / scr.tau).max()), rel=1e-12)
+
+
+def test_an_exact_batch_is_held_to_its_sampled_rows_model_floor():
+    """Small integers multiply exactly: every residual is 0, and each matrix's threshold is
+    the floor fraction of its model cap, read from the rows the seed samples (whose
+    magnitudes here differ from row to row) and ||y_t||."""
+    rng = np.random.default_rng(3)
+    M, K, N = 80, 64, 72
+    a = (rng.integers(-3, 4, (5, M, K)) * rng.integers(1, 9, (5, M, 1))).astype(np.float32)
+    b = rng.integers(-3, 4, (5, K, N)).astype(np.float32)
+    c = np.matmul(a, b)
+    for seed in (0, 5, 40, 76):
+        scr = _screen.batch_screen(a, b, c, seed, _cblas.gemv(), _units(np.float32))
+        assert scr is not None and not scr.dI.any()
+        r = _screen.signs(seed, 0, N, np.float32)
+        k = _screen.SAMPLE_ROWS
+        i0 = seed % (M - k + 1)
+        for t in range(5):
+            cn = math.sqrt(float(np.sum(c[t, i0:i0 + k].astype(np.float64) ** 2)) / k)
+            y = (b[t] @ r).astype(np.float64)
+            sn = math.sqrt(float(np.sum(a[t, i0:i0 + k].astype(np.float64) ** 2)) / k) \
+                * math.sqrt(float(y @ y) / K)
+            cap = _model.screen_cap(cn, sn, K, N, _units(np.float32))
+            want = _model.LAMBDA_SCREEN * _model.FLOOR_FRACTION * cap
+            assert scr.tau[t] == pytest.approx(want, rel=1e-12), (seed, t)
+
+
+def test_layouts_without_a_unit_stride_take_the_general_arithmetic():
+    rng = np.random.default_rng(2)
+    big = rng.standard_normal((4, 200, 160)).astype(np.float32)
+    a = big[:, ::2, ::2]  # no unit stride along either axis
+    b = rng.standard_normal((4, 80, 96)).astype(np.float32)
+    c = np.matmul(a, b)
+    assert _screen.batch_screen(a, b, c, 3, _cblas.gemv(), _units(np.float32)) is None
+    assert verify(a, b, c, seed=3).passed
+    bad = c.copy()
+    bad[2, 17, 5] += 1e-3 * float(np.abs(c).max())
+    res = verify(a, b, bad, seed=3)
+    assert not res.passed and res.suspect_elements == [(2, 17, 5)]
+
+
+def _same(r1, r2):
+    assert r1.passed == r2.passed and r1.reason == r2.reason
+    assert np.array_equal(r1.threshold, r2.threshold)
+    assert np.array_equal(r1.noise_scale, r2.noise_scale)
+    assert r1.screen_ratio == r2.screen_ratio and r1.ratio == r2.ratio
+    assert r1.suspect_elements == r2.suspect_elements
+    assert r1.screened_rows == r2.screened_rows
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_the_batched_common_call_decides_as_the_general_path(lib, dt):
+    """The common call (default options) and the general path (an explicit accumulator,
+    the same formats) share the batch's stage 1: identical thresholds, ratios and suspects
+    for honest products, for products with a corrupted element (whose screen the common
+    call hands to the general path) and for an honest one with screened rows."""
+    conv = (lambda x: x) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    acc = np.dtype(dt).name
+    screened = 0
+    for name, (a, b, c) in _layouts(dt).items():
+        bad = c.copy()
+        bad[(0,) * (c.ndim - 2) + (7, 3)] += 1e-3 * float(np.abs(c).max())
+        for seed in range(6):
+            for cc in (c, bad):
+                r1 = verify(conv(a), conv(b), conv(cc), seed=seed)
+                r2 = verify(conv(a), conv(b), conv(cc), seed=seed, accumulate=acc)
+                _same(r1, r2)
+                assert r1.threshold.shape == a.shape[:-2] and r1.backend == lib
+                screened += r1.screen_ratio > 1
+            assert not verify(conv(a), conv(b), conv(bad), seed=seed).passed, (name, seed)
+    assert screened > 0  # the hand-over was exercised
+
+
+def test_without_the_helper_the_same_verdicts_and_thresholds_close(monkeypatch):
+    """Without the compiled helper the general path's numpy arithmetic decides (float32
+    sums of squares, numpy's batched products): the same verdicts and suspects, thresholds
+    equal up to the summation order."""
+    cases = []
+    for name, (a, b, c) in _layouts(np.float32).items():
+        bad = c.copy()
+        bad[(1,) * (c.ndim - 2) + (20, 9)] += 1e-3 * float(np.abs(c).max())
+        cases += [(a, b, c), (a, b, bad)]
+    ref = [verify(*x, seed=9) for x in cases]
+    monkeypatch.setattr(_screen, "_fastc", None)
+    monkeypatch.setattr(_core, "_fastc", None)
+    got = [verify(*x, seed=9) for x in cases]
+    for r, g in zip(ref, got):
+        assert r.passed == g.passed and r.suspect_elements == g.suspect_elements
+        assert r.threshold == pytest.approx(g.threshold, rel=1e-4)
+    assert [r.passed for r in ref] == [True, False] * (len(cases) // 2)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_one_element_off_by_1e_4_of_max_is_caught_in_every_matrix_of_a_batch(lib):
+    conv = (lambda x: x) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    (q, kt, att), (p, v, o) = _attention(np.float32, seed=4)
+    rng = np.random.default_rng(5)
+    for a, b, c in ((q, kt, att), (p, v, o)):
+        for trial in range(24):
+            bad = c.copy()
+            pos = tuple(int(rng.integers(0, s)) for s in c.shape)
+            bad[pos] += (1 if trial % 2 else -1) * 1e-4 * float(np.abs(c).max())
+            res = verify(conv(a), conv(b), conv(bad), seed=trial)
+            assert not res.passed and res.suspect_elements == [pos], (pos, res.message)
+
+
+def test_no_false_alarm_on_honest_batches():
+    """Honest batched products of the attention layouts and of plain batches pass for every
+    seed (the screen's per-matrix calibration; its second look where a row crosses)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    cases = list(_attention(np.float32, seed=7)) + list(_attention(np.float64, seed=8))
+    for M, K, N in ((64, 64, 64), (256, 96, 128), (130, 300, 17)):
+        a = (rng.standard_normal((6, M, K)) * 10.0 ** rng.integers(-3, 3)).astype(np.float32)
+        b = rng.standard_normal((6, K, N)).astype(np.float32)
+        cases.append((a, b, np.matmul(a, b)))
+    fails = 0
+    for a, b, c in cases:
+        for seed in range(60):
+            fails += not verify(a, b, c, seed=seed).passed
+        for seed in range(20):  # torch's own batched products
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            fails += not verify(ta, tb, torch.matmul(ta, tb), seed=seed).passed
+    assert fails == 0
+
+
+def test_non_finite_values_in_a_batch_are_traced_as_before():
+    (q, kt, att), _ = _attention(np.float32, seed=9)
+    bad = att.copy()
+    bad[1, 2, 30, 40] = np.nan
+    res = verify(q, kt, bad, seed=1)
+    assert not res.passed and res.reason == "nonfinite" and (1, 2, 30, 40) in \
+        res.suspect_elements
+    qn = q.copy()
+    qn[0, 1, 5, 6] = np.inf
+    with pytest.raises(NonFiniteOperandError):
+        verify(qn, kt, att, seed=1)
+
+
+def _causal(dt, seed=0, B=2, T=128, H=4, D=64):
+    """softmax(q kT + causal mask) v: rows of C whose noise differs by far more than the
+    screen's median calibration assumes (row i averages i + 1 rows of v)."""
+    (q, kt, att), (_, v, _) = _attention(dt, seed, B, T, H, D)
+    s = att / math.sqrt(D) + np.triu(np.full((T, T), -np.inf), 1).astype(dt)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = (p / p.sum(axis=-1, keepdims=True)).astype(dt)
+    return p, v, np.matmul(p, v)
+
+
+def test_the_compiled_second_look_equals_the_per_matrix_one(monkeypatch):
+    """The screened matrices' per-row noise computed in one compiled pass gives the ratios
+    the per-matrix loop gives (float64 norms there, float32 here: equal to rounding), and
+    the same rows are left for the float64 recomputation."""
+    from kcontract.freivalds._core import _problem
+    p, v, o = _causal(np.float32, seed=2)
+    calls = []
+    orig = _screen._batch_relief
+    monkeypatch.setattr(_screen, "_batch_relief",
+                        lambda *a: calls.append(1) or orig(*a))
+    changed = 0
+    for seed in range(30):
+        pr = _problem(p, v, o, None, None)
+        units = _core._units(pr)
+        scr = _screen.batch_screen(p, v, o, seed, _cblas.gemv(), units)
+        rr = _screen.ratio_rows(pr, scr, 1, math.prod(pr.batch))
+        fast = _screen.row_relief(pr, rr, units)
+        monkeypatch.setattr(_screen, "_fastc", None)
+        slow = _screen.row_relief(pr, rr, units)
+        monkeypatch.setattr(_screen, "_fastc", fastc)
+        changed += not np.array_equal(fast, rr)
+        assert fast == pytest.approx(slow, rel=1e-5)
+        assert np.array_equal(np.argwhere(fast > 1), np.argwhere(slow > 1))
+    assert calls and changed >= 3  # the second look was taken and changed ratios
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_causal_attention_products_pass_and_their_faults_are_caught(lib):
+    conv = (lambda x: x) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    p, v, o = _causal(np.float32, seed=3)
+    assert all(verify(conv(p), conv(v), conv(o), seed=s).passed for s in range(40))
+    rng = np.random.default_rng(4)
+    for trial in range(16):  # early rows (the noisiest) and late ones
+        pos = (int(rng.integers(0, 2)), int(rng.integers(0, 4)),
+               int(rng.integers(0, 4)) if trial % 2 else int(rng.integers(4, 128)),
+               int(rng.integers(0, 64)))
+        bad = o.copy()
+        bad[pos] += 1e-4 * float(np.abs(o).max())
+        res = verify(conv(p), conv(v), conv(bad), seed=trial)
+        assert not res.passed and res.suspect_elements == [pos], (pos, res.message)
