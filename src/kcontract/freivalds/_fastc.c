@@ -545,6 +545,60 @@ static double strided_block_sumsq(const char *X, int dbl, int trans, Py_ssize_t 
     return s;
 }
 
+/* byte offset of matrix t (flat index, last batch axis fastest) in a strided batch */
+static Py_ssize_t item_offset(const Py_buffer *b, Py_ssize_t t) {
+    Py_ssize_t off = 0;
+    for (Py_ssize_t j = b->ndim - 3; j >= 0; j--) {
+        off += (t % b->shape[j]) * b->strides[j];
+        t /= b->shape[j];
+    }
+    return off;
+}
+
+/* the sizes of a batch a (..., M, K), b (..., K, N), c (..., M, N): one batch shape, one
+ * element size (float32 or float64), no empty dimension; 0 where they do not fit */
+static int batch_dims(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
+                      Py_ssize_t *items, Py_ssize_t *M, Py_ssize_t *K, Py_ssize_t *N) {
+    Py_ssize_t nd = A->ndim, item = A->itemsize;
+    if (nd < 3 || nd > 64 || B->ndim != nd || C->ndim != nd || (item != 4 && item != 8)
+        || B->itemsize != item || C->itemsize != item) return 0;
+    *items = 1;
+    for (Py_ssize_t j = 0; j < nd - 2; j++) {
+        if (A->shape[j] != B->shape[j] || A->shape[j] != C->shape[j]) return 0;
+        *items *= A->shape[j];
+    }
+    *M = A->shape[nd - 2]; *K = A->shape[nd - 1]; *N = B->shape[nd - 1];
+    return B->shape[nd - 2] == *K && C->shape[nd - 2] == *M && C->shape[nd - 1] == *N
+           && *M > 0 && *K > 0 && *N > 0 && *items > 0;
+}
+
+/* out[i] = sum_j x_ij^2 wt_j (wt NULL: 1) over the rows of a rows x cols matrix laid out
+ * as `layout` says, in float64 */
+static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize_t rows,
+                     Py_ssize_t cols, const double *wt, double *out) {
+    if (!trans) {
+        Py_ssize_t it = kind_size(kind);
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            if (!wt) { out[i] = sumsq_n(X + i * ld * it, cols, kind); continue; }
+            double s = 0.0;
+            for (Py_ssize_t j = 0; j < cols; j++) {
+                double v = elem(X, kind, i * ld + j);
+                s += v * v * wt[j];
+            }
+            out[i] = s;
+        }
+        return;
+    }
+    for (Py_ssize_t i = 0; i < rows; i++) out[i] = 0.0;  /* column by column */
+    for (Py_ssize_t j = 0; j < cols; j++) {
+        double w = wt ? wt[j] : 1.0;
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            double v = elem(X, kind, j * ld + i);
+            out[i] += v * v * w;
+        }
+    }
+}
+
 /* stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, k9,
  *              stats) -> True, or False where a matrix's layout has no unit stride
  * stage1 for every matrix of a batch: a (..., M, K), b (..., K, N), c (..., M, N) strided
@@ -581,18 +635,8 @@ static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R = &bf[3], *Y = &bf[4], *Z = &bf[5],
               *W = &bf[6], *D = &bf[7], *TMP = &bf[8], *S = &bf[9];
-    Py_ssize_t nd = A->ndim, item = A->itemsize;
-    int ok = nd >= 3 && nd <= 64 && B->ndim == nd && C->ndim == nd && (item == 4 || item == 8)
-             && B->itemsize == item && C->itemsize == item;
-    Py_ssize_t items = 1;
-    for (Py_ssize_t j = 0; ok && j < nd - 2; j++) {
-        ok = A->shape[j] == B->shape[j] && A->shape[j] == C->shape[j];
-        items *= A->shape[j];
-    }
-    Py_ssize_t M = ok ? A->shape[nd - 2] : 0, K = ok ? A->shape[nd - 1] : 0;
-    Py_ssize_t N = ok ? B->shape[nd - 1] : 0;
-    if (!ok || B->shape[nd - 2] != K || C->shape[nd - 2] != M || C->shape[nd - 1] != N
-        || M == 0 || K == 0 || N == 0 || items == 0 || R->len != N * item
+    Py_ssize_t item = A->itemsize, items = 0, M = 0, K = 0, N = 0;
+    if (!batch_dims(A, B, C, &items, &M, &K, &N) || R->len != N * item
         || Y->len != items * K * item || Z->len != items * M * item
         || W->len != items * M * item || D->len != items * M * 8 || TMP->len < M * 8
         || S->len != items * 6 * 8 || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0
@@ -610,17 +654,10 @@ static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     double *d = (double *)D->buf, *tmp = (double *)TMP->buf, *st = (double *)S->buf;
     Py_BEGIN_ALLOW_THREADS
     balanced_signs(seed_lo, seed_hi, 0, N, R->buf, kind);
-    Py_ssize_t pos[64] = {0};  /* the batch index, last axis fastest */
-    Py_ssize_t nb = nd - 2;
     for (Py_ssize_t t = 0; t < items; t++) {
-        Py_ssize_t oa = 0, ob = 0, oc = 0;
-        for (Py_ssize_t j = 0; j < nb; j++) {
-            oa += pos[j] * A->strides[j];
-            ob += pos[j] * B->strides[j];
-            oc += pos[j] * C->strides[j];
-        }
-        const char *a = (const char *)A->buf + oa, *b = (const char *)B->buf + ob;
-        const char *c = (const char *)C->buf + oc;
+        const char *a = (const char *)A->buf + item_offset(A, t);
+        const char *b = (const char *)B->buf + item_offset(B, t);
+        const char *c = (const char *)C->buf + item_offset(C, t);
         char *y = (char *)Y->buf + t * K * item, *z = (char *)Z->buf + t * M * item;
         char *w = (char *)W->buf + t * M * item;
         gemv_t(fn, ilp64, dbl, tb, K, N, ldb, b, R->buf, y);
@@ -637,10 +674,6 @@ static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         s[3] = strided_block_sumsq(c, dbl, tc, ldc, N, i0, k);
         s[4] = strided_block_sumsq(a, dbl, ta, lda, K, i0, k);
         s[5] = sumsq_n(y, K, kind);
-        for (Py_ssize_t j = nb - 1; j >= 0; j--) {  /* the next batch index */
-            if (++pos[j] < A->shape[j]) break;
-            pos[j] = 0;
-        }
     }
     Py_END_ALLOW_THREADS
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
@@ -648,16 +681,6 @@ static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
 fail:
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return NULL;
-}
-
-/* byte offset of matrix t (flat index, last batch axis fastest) in a strided batch */
-static Py_ssize_t item_offset(const Py_buffer *b, Py_ssize_t t) {
-    Py_ssize_t off = 0;
-    for (Py_ssize_t j = b->ndim - 3; j >= 0; j--) {
-        off += (t % b->shape[j]) * b->strides[j];
-        t /= b->shape[j];
-    }
-    return off;
 }
 
 /* row_noise_batch(a, b, c, items, c2, s2, b2) -> True, or False where a layout has no unit
@@ -680,18 +703,8 @@ static PyObject *row_noise_batch(PyObject *self, PyObject *const *args, Py_ssize
     }
     Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *IT = &bf[3], *C2 = &bf[4], *S2 = &bf[5],
               *B2 = &bf[6];
-    Py_ssize_t nd = A->ndim, item = A->itemsize;
-    int ok = nd >= 3 && B->ndim == nd && C->ndim == nd && (item == 4 || item == 8)
-             && B->itemsize == item && C->itemsize == item;
-    Py_ssize_t items = 1;
-    for (Py_ssize_t j = 0; ok && j < nd - 2; j++) {
-        ok = A->shape[j] == B->shape[j] && A->shape[j] == C->shape[j];
-        items *= A->shape[j];
-    }
-    Py_ssize_t M = ok ? A->shape[nd - 2] : 0, K = ok ? A->shape[nd - 1] : 0;
-    Py_ssize_t N = ok ? B->shape[nd - 1] : 0, n = IT->len / 8;
-    if (!ok || B->shape[nd - 2] != K || C->shape[nd - 2] != M || C->shape[nd - 1] != N
-        || C2->len != n * M * 8 || S2->len != n * M * 8 || B2->len < K * 8) {
+    Py_ssize_t item = A->itemsize, items = 0, M = 0, K = 0, N = 0, n = IT->len / 8;
+    if (!batch_dims(A, B, C, &items, &M, &K, &N) || C2->len != n * M * 8 || S2->len != n * M * 8 || B2->len < K * 8) {
         PyErr_SetString(PyExc_ValueError, "row_noise_batch: shapes or dtypes do not match");
         goto fail;
     }
@@ -717,44 +730,9 @@ static PyObject *row_noise_batch(PyObject *self, PyObject *const *args, Py_ssize
         const char *b = (const char *)B->buf + item_offset(B, t);
         const char *c = (const char *)C->buf + item_offset(C, t);
         double *c2 = (double *)C2->buf + m * M, *s2 = (double *)S2->buf + m * M;
-        /* squared row norms of a rows x cols matrix: by rows, or column by column */
-        if (!tc) {
-            for (Py_ssize_t i = 0; i < M; i++) c2[i] = sumsq_n(c + i * ldc * item, N, kind);
-        } else {
-            for (Py_ssize_t i = 0; i < M; i++) c2[i] = 0.0;
-            for (Py_ssize_t j = 0; j < N; j++)
-                for (Py_ssize_t i = 0; i < M; i++) {
-                    double v = elem(c, kind, j * ldc + i);
-                    c2[i] += v * v;
-                }
-        }
-        if (!tb) {
-            for (Py_ssize_t k = 0; k < K; k++) b2[k] = sumsq_n(b + k * ldb * item, N, kind);
-        } else {
-            for (Py_ssize_t k = 0; k < K; k++) b2[k] = 0.0;
-            for (Py_ssize_t j = 0; j < N; j++)
-                for (Py_ssize_t k = 0; k < K; k++) {
-                    double v = elem(b, kind, j * ldb + k);
-                    b2[k] += v * v;
-                }
-        }
-        if (!ta) {
-            for (Py_ssize_t i = 0; i < M; i++) {
-                double s = 0.0;
-                for (Py_ssize_t k = 0; k < K; k++) {
-                    double v = elem(a, kind, i * lda + k);
-                    s += v * v * b2[k];
-                }
-                s2[i] = s;
-            }
-        } else {
-            for (Py_ssize_t i = 0; i < M; i++) s2[i] = 0.0;
-            for (Py_ssize_t k = 0; k < K; k++)
-                for (Py_ssize_t i = 0; i < M; i++) {
-                    double v = elem(a, kind, k * lda + i);
-                    s2[i] += v * v * b2[k];
-                }
-        }
+        row_sums(c, kind, tc, ldc, M, N, NULL, c2);  /* ||C_i||^2 */
+        row_sums(b, kind, tb, ldb, K, N, NULL, b2);  /* ||B_k||^2 */
+        row_sums(a, kind, ta, lda, M, K, b2, s2);    /* sum_k a_ik^2 ||B_k||^2 */
     }
     Py_END_ALLOW_THREADS
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
