@@ -89,3 +89,9 @@ def gemv() -> dict:
                 break
         _FOUND = found
         return found
+
+
+def for_arrays(numpy_arrays: bool) -> dict:
+    """The gemv a back end's own products call: numpy's (:func:`gemv`) for numpy arrays,
+    MKL's (:func:`mkl_gemv`, what torch.mv calls) for CPU tensors."""
+    return gemv() if numpy_arrays else mkl_gemv()

@@ -523,18 +523,14 @@ def _fast_batch(ah, bh, ch, seed: int, pfa: float, numpy_arrays: bool):
     if kind is None or kind[0] != kind[1]:
         return None
     name = kind[0]
-    scr = batch_screen(ah, bh, ch, seed, _cblas.gemv() if numpy_arrays else _cblas.mkl_gemv(),
+    scr = batch_screen(ah, bh, ch, seed, _cblas.for_arrays(numpy_arrays),
                        _units_for(name, name, name))
     if scr is None or not scr.clear:
         return scr
     batch, (M, K), N = ah.shape[:-2], ah.shape[-2:], bh.shape[-1]
-    return FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[],
-        threshold=scr.tau.reshape(batch), ratio=scr.ratio, false_alarm=pfa,
-        screen_ratio=scr.ratio, shape=(batch, M, K, N), operand_format=name, accumulate=name,
-        output_format=name, check_precision=name, rounds=1, groups=1, bound="probabilistic",
-        seed=seed, calibrated=True, noise_scale=scr.scale.reshape(batch),
-        backend="numpy" if numpy_arrays else "torch")
+    return _passing(scr.tau.reshape(batch), scr.scale.reshape(batch), scr.ratio, True,
+                    (batch, M, K, N), (name,) * 4, seed, pfa,
+                    "numpy" if numpy_arrays else "torch")
 
 
 def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
@@ -600,13 +596,19 @@ def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None,
         return Screen(np.array(d, dtype=np.float64).reshape(1, M), np.array([t]),
                       np.array([scale]), bool(calibrated), ratio, False,
                       None if y is None else np.array(y), brms)
+    return _passing(np.asarray(t), np.asarray(scale), ratio, calibrated, ((), M, K, N), fmts,
+                    seed, pfa, backend)
+
+
+def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend):
+    """The passing result of a common call (one round, one group, the probabilistic
+    bound) whose every row cleared the screen."""
     return FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[],
-        threshold=np.asarray(t), ratio=ratio, false_alarm=pfa, screen_ratio=ratio,
-        shape=((), M, K, N), operand_format=fmts[0], accumulate=fmts[1],
-        output_format=fmts[2], check_precision=fmts[3], rounds=1, groups=1,
-        bound="probabilistic", seed=seed, calibrated=calibrated,
-        noise_scale=np.asarray(scale), backend=backend)
+        passed=True, reason="verified", suspect_rows=[], suspects=[], threshold=threshold,
+        ratio=ratio, false_alarm=pfa, screen_ratio=ratio, shape=shape,
+        operand_format=fmts[0], accumulate=fmts[1], output_format=fmts[2],
+        check_precision=fmts[3], rounds=1, groups=1, bound="probabilistic", seed=seed,
+        calibrated=calibrated, noise_scale=scale, backend=backend)
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
@@ -621,7 +623,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     c16 = c.dtype == _BF16
     vfn, iface = 0, 0
     if not c16:
-        fns = _cblas.gemv() if numpy_arrays else _cblas.mkl_gemv()
+        fns = _cblas.for_arrays(numpy_arrays)
         if not fns:
             return False
         vfn, iface = fns["float32"], fns["ilp64"]
@@ -731,8 +733,7 @@ def _stage1_screen(p: _Problem, res: FreivaldsResult, rounds, seed, pre):
             and p.batch_a == p.batch and p.batch_b == p.batch:  # the compiled batch, if it applies
         hv = [ops.host_view(x) for x in (p.a, p.b, p.c)]
         if all(x is not None for x in hv):
-            scr = batch_screen(*hv, seed, _cblas.gemv() if ops is NUMPY_OPS
-                               else _cblas.mkl_gemv(), _units(p))
+            scr = batch_screen(*hv, seed, _cblas.for_arrays(ops is NUMPY_OPS), _units(p))
             if scr is not None:
                 return scr
     z, w = stage1(p, rounds, seed, p.cdtype, pre)
