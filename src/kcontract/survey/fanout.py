@@ -55,9 +55,12 @@ class Serial:
 
 
 def _init_worker(envs) -> None:
+    # one environment per worker process is queued before the pool starts; a blocking get,
+    # since get_nowait can miss an item the parent's feeder thread has not flushed yet (the
+    # worker then saw every device: a race seen on a loaded machine)
     try:
-        os.environ.update(envs.get_nowait())
-    except Exception:  # more processes than environments: nothing to restrict
+        os.environ.update(envs.get(timeout=60))
+    except Exception:  # none left (a pool that started more processes): nothing to restrict
         pass
 
 
