@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kcontract.freivalds import _mkl, verify
+from kcontract.freivalds import _backend, _mkl, verify
 from kcontract.freivalds._backend import NUMPY_OPS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -50,8 +50,13 @@ def test_matvec_is_float32_accurate(dt, shape):
         ref = X64 @ v.astype(np.float64)
         bound = 2 * shape[1] * 2.0 ** -24 * (np.abs(X64) @ np.abs(v.astype(np.float64)))
         assert np.all(np.abs(z - ref) <= bound)
-        # the same through the backend (what the check runs), into a row slice
-        assert np.array_equal(NUMPY_OPS.matvec(X, v, np.float32), z)
+        # the same through the backend (what the check runs) for float16; bfloat16 goes to
+        # the compiled helper's kernel first (its own float32 sums, within the same bound)
+        zb = NUMPY_OPS.matvec(X, v, np.float32)
+        if dt == F16 or _backend._fastc is None:
+            assert np.array_equal(zb, z)
+        else:
+            assert np.all(np.abs(zb - ref) <= bound)
 
 
 @pytest.mark.skipif(not _mkl.available(BF16), reason="no MKL mixed-precision product here")

@@ -22,6 +22,11 @@ import numpy as np
 
 from . import _mkl
 
+try:
+    from . import _fastc
+except ImportError:  # pragma: no cover - where the helper module could not be built
+    _fastc = None
+
 #: Elements per widened chunk (1 MiB of float32).
 CHUNK_ELEMS = 1 << 18
 #: Elements per widened chunk on an accelerator (fewer, larger kernels).
@@ -129,6 +134,23 @@ class _Widener:
         return b.view(np.float32)
 
 
+def _bf16_matvec(X, v, out, full) -> bool:
+    """out[idx] = X[idx] v[idx] for bfloat16 matrices whose rows are contiguous, by the
+    compiled kernel (``_fastc.gemv16``: float32 accumulation, on the calling thread);
+    False (out partly written) where a matrix's layout does not allow it."""
+    for idx in np.ndindex(*full):
+        xi = X[sub_index(idx, X.shape[:-2])]
+        vi = v if v.ndim == 1 else v[sub_index(idx, v.shape[:-1])]
+        if xi.shape[-1] > 1 and xi.strides[-1] != 2 or xi.strides[0] < 0:
+            return False
+        try:
+            _fastc.gemv16(xi.view(np.uint16), np.ascontiguousarray(vi, dtype=np.float32),
+                          out[idx])
+        except ValueError:
+            return False
+    return True
+
+
 class NumpyOps:
     name = "numpy"
     device = "cpu"
@@ -193,6 +215,10 @@ class NumpyOps:
         M, K = X.shape[-2:]
         full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
         out = np.empty(full + (M,), dtype=cdtype)
+        if X.dtype == _BF16 and np.dtype(cdtype) == np.float32 and _fastc is not None:
+            # bfloat16: the helper's kernel reads the matrix once in its own bytes
+            if _bf16_matvec(X, v, out, full):
+                return out
         if np.dtype(cdtype) == np.float32 and _mkl.available(X.dtype):
             # 16-bit operands: MKL's mixed-precision product reads them in their own
             # bytes (see _mkl); matrices it cannot take are widened below

@@ -453,7 +453,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         return None
     name, cname = kind
     narrow = cname != name
-    if narrow and not _mkl.available(ah.dtype):
+    if narrow and not (ah.dtype == _BF16 and _fastc is not None or _mkl.available(ah.dtype)):
         return None
     if bias is not None and tuple(bias.shape) != (N,):
         return None
@@ -466,7 +466,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         if bias is not None:
             zoff = float(ops.take(bias, ()) @ (pr.r if pr is not None else signs(
                 seed, 0, N, np.float32 if cname == "float32" else np.float64)))
-        if narrow:  # MKL's 16-bit GEMM
+        if narrow:  # the helper's bfloat16 kernel
             res = _fast_compiled16(ah, bh, ch, M, K, N, seed, pfa, torch is None, pr, zoff, ops)
         elif torch is None:  # numpy's BLAS
             res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa, _cblas.gemv())
@@ -483,7 +483,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
         rd = r if torch is None else torch.from_numpy(r)
         yt = ops.matvec(b, rd, cdt)
-    if narrow and pr is not None:  # the cached y's 16-bit columns, made once per weight
+    if narrow and pr is not None and ah.dtype != _BF16:  # y's 16-bit columns, made once
         cols = pr.cols.get(ah.dtype)
         if cols is None:
             cols = pr.cols[ah.dtype] = _mkl.columns(ops.host_view(yt), ah.dtype)
@@ -614,12 +614,9 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
                      pr, zoff: float, ops):
     """:func:`_fast_compiled` for bfloat16 operands (C in bfloat16 or float32): the general
-    path's MKL products (:mod:`._mkl`: one column for the signs, y's exact three bfloat16
-    parts, float32 results; the calling thread only for numpy arrays) in one compiled call.
-    ``pr``: the guard's cached projection (its y's parts are made once and kept)."""
-    addr = _mkl.addresses()
-    if not addr:
-        return False
+    path's products (the helper's bfloat16 kernel, ``gemv16``: float32 vectors, float32
+    accumulation; a float32 C through the back end's BLAS gemv) in one compiled call.
+    ``pr``: the guard's cached projection."""
     c16 = c.dtype == _BF16
     vfn, iface = 0, 0
     if not c16:
@@ -632,24 +629,20 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
         return False
     out_name = "bfloat16" if c16 else "float32"
     plan = scratch(("stage1_16", M, K, N, c16), lambda: _compiled_plan16(M, K, N, out_name))
-    r32, r16, y, V, z3, z, w, buf, k, rows, kmed, k9, units = plan
-    ncols, ldv, given = 3, 3, pr is not None
+    r, y, z, w, buf, k, rows, kmed, k9, units = plan
+    given = pr is not None
     if given:
         parts = pr.cols.get("stage1_16")
         if parts is None:
-            yh = ops.host_view(pr.y)
-            Vc = np.empty((K, 3), dtype=np.uint16)
-            ncols = 1 if _fastc.bf16_columns(np.ascontiguousarray(yh), Vc) else 3
-            rb = np.where(pr.r < 0, 0xBF80, 0x3F80).astype(np.uint16)
-            parts = pr.cols["stage1_16"] = (np.ascontiguousarray(pr.r, dtype=np.float32), rb,
-                                            np.ascontiguousarray(yh), Vc, ncols)
-        r32, r16, y, V, ncols = parts
+            parts = pr.cols["stage1_16"] = (np.ascontiguousarray(pr.r, dtype=np.float32),
+                                            np.ascontiguousarray(ops.host_view(pr.y),
+                                                                 dtype=np.float32))
+        r, y = parts
     i0 = 0 if rows else seed % (M - k + 1)
-    dmax, dk, dk9, css, ass, yss = _fastc.stage1_16(
-        addr["bf16"], vfn, iface, addr["threads"], numpy_arrays, a.view(np.uint16),
-        y if given else b.view(np.uint16), c.view(np.uint16) if c16 else c, seed & _M64,
-        seed >> 64, r32, r16, y, V, ncols, ldv, z3, z, w, buf, i0, k, kmed, k9, rows, given,
-        zoff)
+    dmax, dk, dk9, css, ass, yss = _fastc.stage1(
+        vfn, iface, a.view(np.uint16), y if given else b.view(np.uint16),
+        c.view(np.uint16) if c16 else c, seed & _M64, seed >> 64, r, y, z, w, buf, i0, k,
+        kmed, k9, rows, given, zoff)
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name,
@@ -659,11 +652,9 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
     """The per-shape part of :func:`_fast_compiled16`."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
-    return (np.empty(N, dtype=np.float32), np.empty(N, dtype=np.uint16),
-            np.empty(K, dtype=np.float32), np.empty((K, 3), dtype=np.uint16),
-            np.empty((M, 3), dtype=np.float32), np.empty(M, dtype=np.float32),
-            np.empty(M, dtype=np.float32), np.empty(2 * M), k, rows, kmed, k9,
-            _units_for("float32", out_name, "float32"))
+    return (np.empty(N, dtype=np.float32), np.empty(K, dtype=np.float32),
+            np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
+            k, rows, kmed, k9, _units_for("float32", out_name, "float32"))
 
 
 def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:

@@ -15,16 +15,16 @@
  *       k and k9 (k9 < 0: none) of d selected in a copy in buf[M:2M]; sums of squares in
  *       float64 of the blocks cblk, ablk and the vector y (kinds 0 float32, 1 float64,
  *       2 bfloat16 bits, 3 float16 bits).  Any NaN in d makes max |d| NaN.
- *   stage1(...), stage1_16(...), stage1_batch(...)
- *       the signs, the three matrix-vector products through the back end's BLAS and the
- *       statistics above in one call: one float32 / float64 matrix, one with bfloat16
- *       operands (MKL's mixed-precision GEMM), every matrix of a strided batch.
+ *   stage1(...), stage1_batch(...)
+ *       the signs, the three matrix-vector products and the statistics above in one call:
+ *       one float32 / float64 matrix through the back end's BLAS, or one with bfloat16
+ *       operands through gemv16's kernel; every matrix of a strided batch.
  *   row_noise_batch(a, b, c, items, c2, s2, b2)
  *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
- *   bf16_columns(v, out) -> exact
- *       a float32 vector as three bfloat16 parts (uint16 bits, K x 3, row-major) whose
- *       sum is v exactly (truncation: each part keeps the next 8 significant bits);
- *       returns 1 when v is exactly bfloat16 (then the first column alone is v).
+ *   gemv16(x, v, out, isa=-1) -> isa
+ *       out = x v in float32 for a bfloat16 matrix x (uint16 bits, contiguous rows) and a
+ *       float32 vector v: the matrix read once in its own bytes (AVX-512 / AVX2 / plain C,
+ *       chosen at run time; isa 0, 1 or 2 asks for one of them, at most the CPU's).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -313,30 +313,6 @@ fail3:
     return NULL;
 }
 
-/* a float32 vector as three bfloat16 parts (bits, K x 3 row-major) whose sum is it exactly
- * (truncation: each part keeps the next 8 significant bits); 1 when it is bfloat16 itself */
-static int split_bf16(const float *y, Py_ssize_t K, uint16_t *o) {
-    int exact = 1;
-    for (Py_ssize_t i = 0; i < K; i++) {
-        uint32_t x, hi, ur1, mid, ulo;
-        float fx = y[i], fh, r1, fm, lo;
-        memcpy(&x, &fx, 4);
-        hi = x & 0xFFFF0000u;
-        memcpy(&fh, &hi, 4);
-        r1 = fx - fh;  /* exact: the bits below the top 8 */
-        memcpy(&ur1, &r1, 4);
-        mid = ur1 & 0xFFFF0000u;
-        memcpy(&fm, &mid, 4);
-        lo = r1 - fm;  /* exact, at most 8 significant bits */
-        memcpy(&ulo, &lo, 4);
-        o[3 * i] = (uint16_t)(hi >> 16);
-        o[3 * i + 1] = (uint16_t)(mid >> 16);
-        o[3 * i + 2] = (uint16_t)(ulo >> 16);
-        if (x & 0xFFFFu) exact = 0;
-    }
-    return exact;
-}
-
 /* sum of squares of k rows from row i0 of a row-major matrix with `cols` columns, or
  * (rows > 0) the largest row's over all its rows */
 static double block_sumsq(const void *X, int kind, Py_ssize_t rows, Py_ssize_t nrows,
@@ -344,25 +320,6 @@ static double block_sumsq(const void *X, int kind, Py_ssize_t rows, Py_ssize_t n
     Py_ssize_t item = kind_size(kind);
     if (rows > 0) return sumsq(X, nrows * cols, kind, cols);
     return sumsq_n((const char *)X + i0 * cols * item, k * cols, kind);
-}
-
-static PyObject *bf16_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "bf16_columns(v, out)");
-        return NULL;
-    }
-    Py_buffer v, out;
-    if (get(args[0], &v, 0) < 0) return NULL;
-    if (get(args[1], &out, 1) < 0) { PyBuffer_Release(&v); return NULL; }
-    Py_ssize_t K = v.len / 4;
-    if (out.len < K * 3 * 2) {
-        PyBuffer_Release(&v); PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "bf16_columns: out is too small");
-        return NULL;
-    }
-    int exact = split_bf16((const float *)v.buf, K, (uint16_t *)out.buf);
-    PyBuffer_Release(&v); PyBuffer_Release(&out);
-    return PyBool_FromLong(exact);
 }
 
 /* CBLAS gemv, 64-bit (ILP64) and 32-bit integer interfaces */
@@ -434,15 +391,224 @@ static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, P
     gemv_t(fn, ilp64, dbl, 0, M, K, ld, X, v, out);
 }
 
-/* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows)
- *   -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
+/* ---- bfloat16 matrix times float32 vector, float32 accumulation ---------------------
+ * out[i] = sum_j x_ij v_j for a bfloat16 matrix X (bits; element (i, j) at X[i ld + j]).
+ * A bfloat16 is the upper half of a float32, so the pair (x_2j, x_2j+1) read as one 32-bit
+ * word w gives both exactly: x_2j = the float32 of bits w << 16, x_2j+1 = of w & 0xFFFF0000.
+ * v is split once into its even and odd entries (ve, vo), and each word costs a shift, a
+ * mask and two fused multiply-adds: the matrix is read once, in its own bytes, at about
+ * the memory's speed (AVX-512 or AVX2 where the CPU has them, chosen at run time; plain C
+ * elsewhere).  Four rows share each load of v.  The products x_ij v_j are exact in the
+ * fused multiply-add and the sums are float32 (per-lane partial sums, then the lanes):
+ * a float32 accumulation of K terms, as a float32 BLAS gemv makes. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define KC_X86 1
+#endif
+
+static inline float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint32_t word_at(const uint16_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* the entries from pair `from` on, and an odd K's last entry, of rows x[0..nr) */
+static void bf16_tail(const uint16_t *const *x, int nr, Py_ssize_t from, Py_ssize_t K,
+                      const float *v, float *s) {
+    for (int r = 0; r < nr; r++) {
+        float t = 0.0f;
+        for (Py_ssize_t j = 2 * from; j < K; j++) t += bf16_to_f32(x[r][j]) * v[j];
+        s[r] += t;
+    }
+}
+
+static void bf16_rows_c(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                        const float *ve, const float *vo, const float *v, float *out) {
+    Py_ssize_t h = K / 2, i = 0;
+    for (; i + 4 <= M; i += 4) {
+        const uint16_t *x[4] = {X + i * ld, X + (i + 1) * ld, X + (i + 2) * ld,
+                                X + (i + 3) * ld};
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+:s0, s1, s2, s3)
+        for (Py_ssize_t j = 0; j < h; j++) {
+            uint32_t w0 = word_at(x[0] + 2 * j), w1 = word_at(x[1] + 2 * j);
+            uint32_t w2 = word_at(x[2] + 2 * j), w3 = word_at(x[3] + 2 * j);
+            float e = ve[j], o = vo[j];
+            s0 += bits_f32(w0 << 16) * e + bits_f32(w0 & 0xFFFF0000u) * o;
+            s1 += bits_f32(w1 << 16) * e + bits_f32(w1 & 0xFFFF0000u) * o;
+            s2 += bits_f32(w2 << 16) * e + bits_f32(w2 & 0xFFFF0000u) * o;
+            s3 += bits_f32(w3 << 16) * e + bits_f32(w3 & 0xFFFF0000u) * o;
+        }
+        float s[4] = {s0, s1, s2, s3};
+        bf16_tail(x, 4, h, K, v, s);
+        memcpy(out + i, s, sizeof s);
+    }
+    for (; i < M; i++) {
+        const uint16_t *x0 = X + i * ld;
+        float s0 = 0.0f;
+#pragma omp simd reduction(+:s0)
+        for (Py_ssize_t j = 0; j < h; j++) {
+            uint32_t w0 = word_at(x0 + 2 * j);
+            s0 += bits_f32(w0 << 16) * ve[j] + bits_f32(w0 & 0xFFFF0000u) * vo[j];
+        }
+        bf16_tail(&x0, 1, h, K, v, &s0);
+        out[i] = s0;
+    }
+}
+
+#ifdef KC_X86
+__attribute__((target("avx2,fma")))
+static inline float hsum256(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma")))
+static void bf16_rows_avx2(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                           const float *ve, const float *vo, const float *v, float *out) {
+    Py_ssize_t h = K / 2, hv = h & ~(Py_ssize_t)7, i = 0;
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (; i < M; i += 4) {
+        int nr = M - i < 4 ? (int)(M - i) : 4;
+        const uint16_t *x[4];
+        for (int r = 0; r < 4; r++) x[r] = X + (i + (r < nr ? r : 0)) * ld;
+        __m256 a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm256_setzero_ps();
+        for (Py_ssize_t j = 0; j < hv; j += 8) {
+            __m256 e = _mm256_loadu_ps(ve + j), o = _mm256_loadu_ps(vo + j);
+            for (int r = 0; r < 4; r++) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)(x[r] + 2 * j));
+                a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), e, a[r]);
+                b[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, hi)), o, b[r]);
+            }
+        }
+        float s[4];
+        for (int r = 0; r < 4; r++) s[r] = hsum256(_mm256_add_ps(a[r], b[r]));
+        bf16_tail(x, nr, hv, K, v, s);
+        memcpy(out + i, s, (size_t)nr * sizeof(float));
+    }
+}
+
+__attribute__((target("avx512f")))
+static void bf16_rows_avx512(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                             const float *ve, const float *vo, const float *v, float *out) {
+    Py_ssize_t h = K / 2, hv = h & ~(Py_ssize_t)15, i = 0;
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (; i < M; i += 4) {
+        int nr = M - i < 4 ? (int)(M - i) : 4;
+        const uint16_t *x[4];
+        for (int r = 0; r < 4; r++) x[r] = X + (i + (r < nr ? r : 0)) * ld;
+        __m512 a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();
+        for (Py_ssize_t j = 0; j < hv; j += 16) {
+            __m512 e = _mm512_loadu_ps(ve + j), o = _mm512_loadu_ps(vo + j);
+            for (int r = 0; r < 4; r++) {
+                __m512i w = _mm512_loadu_si512((const void *)(x[r] + 2 * j));
+                a[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), e, a[r]);
+                b[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)), o, b[r]);
+            }
+        }
+        float s[4];
+        for (int r = 0; r < 4; r++) s[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
+        bf16_tail(x, nr, hv, K, v, s);
+        memcpy(out + i, s, (size_t)nr * sizeof(float));
+    }
+}
+#endif
+
+/* the instruction set bf16_rows uses: 2 AVX-512, 1 AVX2 with FMA, 0 plain C */
+static int bf16_isa(void) {
+#ifdef KC_X86
+    static int isa = -1;
+    if (isa < 0) {
+        __builtin_cpu_init();
+        isa = __builtin_cpu_supports("avx512f") ? 2
+              : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
+    }
+    return isa;
+#else
+    return 0;
+#endif
+}
+
+/* out = X v (M x K bfloat16 bits, leading dimension ld; v, out float32) on the calling
+ * thread, with the instruction set `isa` (at most the CPU's: -1 the CPU's own); -1 where
+ * the scratch for v's halves cannot be had */
+static int bf16_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                     const float *v, float *out, int isa) {
+    Py_ssize_t h = K / 2;
+    float stack[2 * 1024], *ve = stack;
+    if (h > 1024 && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
+    float *vo = ve + h;
+    for (Py_ssize_t j = 0; j < h; j++) {
+        ve[j] = v[2 * j];
+        vo[j] = v[2 * j + 1];
+    }
+    int cpu = bf16_isa();
+    if (isa < 0 || isa > cpu) isa = cpu;
+#ifdef KC_X86
+    if (isa == 2) bf16_rows_avx512(X, ld, M, K, ve, vo, v, out);
+    else if (isa == 1) bf16_rows_avx2(X, ld, M, K, ve, vo, v, out);
+    else
+#endif
+        bf16_rows_c(X, ld, M, K, ve, vo, v, out);
+    if (ve != stack) free(ve);
+    return 0;
+}
+
+/* gemv16(x, v, out, isa=-1) -> the instruction set used: out = x v for a 2-D bfloat16
+ * array x (any buffer of 2-byte items whose rows are contiguous) and float32 v, out */
+static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1)");
+        return NULL;
+    }
+    int isa = nargs == 4 ? (int)PyLong_AsLong(args[3]) : -1;
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer x, v, out;
+    if (PyObject_GetBuffer(args[0], &x, PyBUF_STRIDES) < 0) return NULL;
+    if (get(args[1], &v, 0) < 0) { PyBuffer_Release(&x); return NULL; }
+    if (get(args[2], &out, 1) < 0) { PyBuffer_Release(&x); PyBuffer_Release(&v); return NULL; }
+    int ok = x.ndim == 2 && x.itemsize == 2 && (x.shape[1] <= 1 || x.strides[1] == 2)
+             && x.strides[0] % 2 == 0 && (x.shape[0] <= 1 || x.strides[0] >= 2 * x.shape[1])
+             && v.len == x.shape[1] * 4 && out.len == x.shape[0] * 4;
+    int rc = 0;
+    if (ok) {
+        Py_ssize_t ld = x.shape[0] <= 1 ? x.shape[1] : x.strides[0] / 2;
+        Py_BEGIN_ALLOW_THREADS
+        rc = bf16_gemv((const uint16_t *)x.buf, ld, x.shape[0], x.shape[1],
+                       (const float *)v.buf, (float *)out.buf, isa);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "gemv16: shapes, strides or dtypes do not match");
+        return NULL;
+    }
+    if (rc < 0) return PyErr_NoMemory();
+    int used = bf16_isa();
+    return PyLong_FromLong(isa < 0 || isa > used ? used : isa);
+}
+
+/* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows,
+ *        y_given, zoff) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
  * r = the signs of (seed, stream 0); y = B r (y_given: r and y are the caller's), z = A y,
- * w = C r through the BLAS gemv at address fn (interface ilp64: see gemv) (the BLAS numpy itself
- * calls, with the arguments numpy passes it), then screen_stats on z, w, the k rows of
- * C and A from row i0 (rows > 0: all rows, the largest) and y, with d = |z + zoff - w|
- * (zoff: a bias's b . r).  a, b, c, r, y, z, w:
- * C-contiguous float32 (or all float64) arrays of shapes (M, K), (K, N), (M, N), (N,),
- * (K,), (M,), (M,); buf: float64 scratch of 2 M. */
+ * w = C r, then screen_stats on z, w, the k rows of C and A from row i0 (rows > 0: all
+ * rows, the largest) and y, with d = |z + zoff - w| (zoff: a bias's b . r).
+ * float32 / float64: a, b, c, r, y, z, w C-contiguous arrays of one dtype, of shapes
+ * (M, K), (K, N), (M, N), (N,), (K,), (M,), (M,), the products through the BLAS gemv at
+ * address fn (interface ilp64: see gemv) -- the BLAS the back end itself calls, with the
+ * arguments it passes.  bfloat16 operands: a and b of bfloat16 bits (2-byte items), c of
+ * bfloat16 bits or float32, r, y, z, w float32; the 16-bit products by bf16_gemv, a
+ * float32 c's by the BLAS gemv at fn.  buf: float64 scratch of 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 19) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
@@ -458,16 +624,14 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t i0 = PyLong_AsSsize_t(args[12]), k = PyLong_AsSsize_t(args[13]);
     Py_ssize_t kmed = PyLong_AsSsize_t(args[14]), k9 = PyLong_AsSsize_t(args[15]);
     Py_ssize_t rows = PyLong_AsSsize_t(args[16]);
-    if (PyErr_Occurred() || fn == 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stage1: no gemv");
-        return NULL;
-    }
+    if (PyErr_Occurred()) return NULL;
     Py_buffer bf[8];
     int got = 0;
     for (int i = 0; i < 8; i++) {
         if (PyObject_GetBuffer(args[i < 3 ? 2 + i : 4 + i], &bf[i],
                                PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND
-                               | (i >= 3 ? PyBUF_WRITABLE : 0)) < 0) goto fail;
+                               | (i >= 3 && !(y_given && i <= 4) ? PyBUF_WRITABLE : 0)) < 0)
+            goto fail;
         got++;
     }
     Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R = &bf[3], *Y = &bf[4], *Z = &bf[5],
@@ -478,23 +642,42 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
     Py_ssize_t item = A->itemsize;
-    int dbl = item == 8;
-    if ((!y_given && (B->shape[0] != K || B->shape[1] != N)) || C->shape[0] != M
-        || (item != 4 && item != 8) || B->itemsize != item || C->itemsize != item || R->len != N * item
-        || Y->len != K * item || Z->len != M * item || W->len != M * item
-        || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
+    int dbl = item == 8, narrow = item == 2;
+    Py_ssize_t vitem = narrow ? 4 : item, citem = C->itemsize;  /* the vectors' items, C's */
+    int c16 = narrow && citem == 2;
+    if ((!y_given && (B->shape[0] != K || B->shape[1] != N || B->itemsize != item))
+        || C->shape[0] != M || (item != 2 && item != 4 && item != 8)
+        || (narrow ? citem != 2 && citem != 4 : citem != item) || (!c16 && fn == 0)
+        || R->len != N * vitem || Y->len != K * vitem || Z->len != M * vitem
+        || W->len != M * vitem || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
         || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0 || i0 + k > M) {
-        PyErr_SetString(PyExc_ValueError, "stage1: shapes or dtypes do not match");
+        PyErr_SetString(PyExc_ValueError, fn == 0 && !c16 ? "stage1: no gemv"
+                                                          : "stage1: shapes or dtypes do not match");
         goto fail;
     }
+    int rc = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
-        balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
-        gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+    if (narrow) {
+        if (!y_given) {
+            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
+            rc |= bf16_gemv(B->buf, N, K, N, R->buf, Y->buf, -1);
+        }
+        rc |= bf16_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1);
+        if (c16) rc |= bf16_gemv(C->buf, N, M, N, R->buf, W->buf, -1);
+        else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
+    } else {
+        if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
+            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
+            gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+        }
+        gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
+        gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
     }
-    gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
-    gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
     Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     double *d = (double *)BUF->buf;
     const float zoff32 = (float)zoff;
     for (Py_ssize_t i = 0; i < M; i++) {
@@ -506,10 +689,10 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     double dmax, dk, dk9;
     order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
-    int kind = dbl ? 1 : 0;
-    double css = block_sumsq(C->buf, kind, rows, M, N, i0, k);
+    int kind = dbl ? 1 : narrow ? 2 : 0;
+    double css = block_sumsq(C->buf, c16 ? 2 : narrow ? 0 : kind, rows, M, N, i0, k);
     double ass = block_sumsq(A->buf, kind, rows, M, K, i0, k);
-    double yss = sumsq_n(Y->buf, K, kind);
+    double yss = sumsq_n(Y->buf, K, dbl ? 1 : 0);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
 fail:
@@ -773,125 +956,7 @@ static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-/* MKL's cblas_gemm_bf16bf16f32 (32-bit integers) and MKL_Set_Num_Threads_Local */
-typedef void (*gemm16_t)(int, int, int, int, int, int, float, const void *, int, const void *,
-                         int, float, float *, int);
-typedef int (*setthreads_t)(int);
-
-static void gemm16(uintptr_t fn, Py_ssize_t M, Py_ssize_t n, Py_ssize_t K, const void *X,
-                   Py_ssize_t ldx, const void *V, Py_ssize_t ldv, float *out) {
-    /* out (M x n, row-major) = X (M x K, 16-bit, leading dimension ldx) V (K x n, ldv) */
-    ((gemm16_t)fn)(101, 111, 111, (int)M, (int)n, (int)K, 1.0f, X, (int)ldx, V, (int)ldv, 0.0f,
-                   out, (int)n);
-}
-
-/* stage1_16(gemm, gemv, iface, setthreads, single, a, b, c, seed_lo, seed_hi, r32, r16, y,
- *           V, ncols, ldv, z3, z, w, buf, i0, k, kmed, k9, rows, y_given, zoff)
- *   -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
- * bfloat16 operands a (M x K) and b (K x N) (uint16 bits), c of bfloat16 bits or float32:
- * the general path's products in one call.  r = the signs (float32 r32, bfloat16 bits r16),
- * y = B r by MKL's mixed-precision GEMM (one column), y as bfloat16 columns V (three, or
- * one where y is exactly bfloat16, in a K x 3 buffer: ldv 3), z = A V summed over the
- * columns in float32, w = C r (GEMM for bfloat16 c, the BLAS gemv at `gemv` for float32
- * c).  y_given: r32, r16, y and V (ncols, ldv) are the caller's.  single: MKL on the calling
- * thread only (setthreads).  Then the statistics of stage1. */
-static PyObject *stage1_16(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 27) {
-        PyErr_SetString(PyExc_TypeError, "stage1_16: 27 arguments");
-        return NULL;
-    }
-    uintptr_t gfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
-    uintptr_t vfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
-    int iface = (int)PyLong_AsLong(args[2]);
-    uintptr_t tfn = (uintptr_t)PyLong_AsUnsignedLongLong(args[3]);
-    int single = PyObject_IsTrue(args[4]);
-    uint64_t seed_lo = PyLong_AsUnsignedLongLong(args[8]);
-    uint64_t seed_hi = PyLong_AsUnsignedLongLong(args[9]);
-    Py_ssize_t ncols = PyLong_AsSsize_t(args[14]), ldv = PyLong_AsSsize_t(args[15]);
-    Py_ssize_t i0 = PyLong_AsSsize_t(args[20]), k = PyLong_AsSsize_t(args[21]);
-    Py_ssize_t kmed = PyLong_AsSsize_t(args[22]), k9 = PyLong_AsSsize_t(args[23]);
-    Py_ssize_t rows = PyLong_AsSsize_t(args[24]);
-    int y_given = PyObject_IsTrue(args[25]);
-    double zoff = PyFloat_AsDouble(args[26]);
-    if (PyErr_Occurred() || gfn == 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stage1_16: no GEMM");
-        return NULL;
-    }
-    /* a, b, c, r32, r16, y, V, z3, z, w, buf */
-    static const int idx[11] = {5, 6, 7, 10, 11, 12, 13, 16, 17, 18, 19};
-    Py_buffer bf[11];
-    int got = 0;
-    for (int i = 0; i < 11; i++) {
-        int wr = i >= 3 && !(y_given && i <= 6);
-        if (PyObject_GetBuffer(args[idx[i]], &bf[i], PyBUF_C_CONTIGUOUS | PyBUF_ND
-                               | (wr ? PyBUF_WRITABLE : 0)) < 0) goto fail;
-        got++;
-    }
-    Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2], *R32 = &bf[3], *R16 = &bf[4], *Y = &bf[5],
-              *V = &bf[6], *Z3 = &bf[7], *Z = &bf[8], *W = &bf[9], *BUF = &bf[10];
-    if (A->ndim != 2 || C->ndim != 2 || (!y_given && B->ndim != 2)) {
-        PyErr_SetString(PyExc_ValueError, "stage1_16: a, b, c must be 2-D");
-        goto fail;
-    }
-    Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
-    int c16 = C->itemsize == 2;
-    if (A->itemsize != 2 || (!y_given && (B->itemsize != 2 || B->shape[0] != K
-                                         || B->shape[1] != N))
-        || C->shape[0] != M || (C->itemsize != 2 && C->itemsize != 4) || (!c16 && vfn == 0)
-        || R32->len < N * 4 || R16->len < N * 2 || Y->len < K * 4 || V->len < K * 3 * 2
-        || (ncols != 1 && ncols != 3) || ldv < ncols || Z3->len < M * 3 * 4 || Z->len < M * 4
-        || W->len < M * 4 || BUF->len < (Py_ssize_t)(2 * M * sizeof(double)) || M == 0
-        || kmed < 0 || kmed >= M || k9 >= M || k < 1 || i0 < 0 || i0 + k > M) {
-        PyErr_SetString(PyExc_ValueError, "stage1_16: shapes or dtypes do not match");
-        goto fail;
-    }
-    float *y = (float *)Y->buf, *z3 = (float *)Z3->buf, *z = (float *)Z->buf;
-    float *w = (float *)W->buf;
-    uint16_t *v = (uint16_t *)V->buf, *r16 = (uint16_t *)R16->buf;
-    Py_BEGIN_ALLOW_THREADS
-    int prev = 0;
-    if (single && tfn) prev = ((setthreads_t)tfn)(1);
-    if (!y_given) {
-        balanced_signs(seed_lo, seed_hi, 0, N, R32->buf, 0);
-        const float *r = (const float *)R32->buf;
-        for (Py_ssize_t i = 0; i < N; i++) r16[i] = r[i] < 0 ? 0xBF80u : 0x3F80u;
-        gemm16(gfn, K, 1, N, B->buf, N, r16, 1, y);
-        int exact = split_bf16(y, K, v);  /* bf16_columns */
-        ncols = exact ? 1 : 3;
-        ldv = 3;
-    }
-    if (ncols == 1) {
-        gemm16(gfn, M, 1, K, A->buf, K, v, ldv, z);
-    } else {
-        gemm16(gfn, M, 3, K, A->buf, K, v, ldv, z3);
-        for (Py_ssize_t i = 0; i < M; i++) z[i] = (z3[3 * i] + z3[3 * i + 1]) + z3[3 * i + 2];
-    }
-    if (c16) gemm16(gfn, M, 1, N, C->buf, N, r16, 1, w);
-    else gemv(vfn, iface, 0, M, N, N, C->buf, R32->buf, w);
-    if (single && tfn) ((setthreads_t)tfn)(prev);
-    Py_END_ALLOW_THREADS
-    double *d = (double *)BUF->buf;
-    const float zoff32 = (float)zoff;
-    for (Py_ssize_t i = 0; i < M; i++) {
-        double val = fabs((double)(z[i] + zoff32) - (double)w[i]);
-        d[i] = val;
-    }
-    double dmax, dk, dk9;
-    order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
-    int kc = c16 ? 2 : 0;
-    double css = block_sumsq(C->buf, kc, rows, M, N, i0, k);
-    double ass = block_sumsq(A->buf, 2, rows, M, K, i0, k);
-    double yss = sumsq_n(y, K, 0);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
-    return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
-fail:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
-    return NULL;
-}
-
 static PyMethodDef methods[] = {
-    {"stage1_16", (PyCFunction)(void (*)(void))stage1_16, METH_FASTCALL,
-     "stage1_16(...): stage1 for bfloat16 operands through MKL's mixed-precision GEMM"},
     {"stage1_batch", (PyCFunction)(void (*)(void))stage1_batch, METH_FASTCALL,
      "stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, "
      "k9, stats): stage1 for every matrix of a batch"},
@@ -906,8 +971,8 @@ static PyMethodDef methods[] = {
      "signs(seed_lo, seed_hi, stream, n, out, kind) -> sum of the signs"},
     {"screen_stats", (PyCFunction)(void (*)(void))screen_stats, METH_FASTCALL,
      "screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows) -> 6 floats"},
-    {"bf16_columns", (PyCFunction)(void (*)(void))bf16_columns, METH_FASTCALL,
-     "bf16_columns(v, out) -> whether v is exactly bfloat16"},
+    {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,
+     "gemv16(x, v, out, isa=-1) -> isa: out = x v, bfloat16 rows, float32 accumulation"},
     {NULL, NULL, 0, NULL},
 };
 

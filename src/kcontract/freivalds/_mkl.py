@@ -17,6 +17,10 @@ a power of two into its range), three columns of one product.
 
 Where MKL is not there (no torch, another architecture), :func:`matvec` returns
 None and the caller widens the matrix chunk by chunk instead.
+
+bfloat16 matrices go to the compiled helper's own kernel first (``_fastc.gemv16``: one
+pass over the matrix with a float32 vector, no splitting, no MKL needed); this module
+serves float16, and bfloat16 where the helper could not be built.
 """
 from __future__ import annotations
 
@@ -29,11 +33,6 @@ from typing import Optional
 
 import ml_dtypes
 import numpy as np
-
-try:
-    from . import _fastc
-except ImportError:  # pragma: no cover - where the helper module could not be built
-    _fastc = None
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
@@ -125,11 +124,6 @@ def columns(v: np.ndarray, dtype) -> tuple[np.ndarray, float]:
     """v (float32, K) as K x m columns of ``dtype`` (m = 1 when exact, else 3) whose
     row sums, divided by the returned scale, are v (to about 2^-24 relative)."""
     if dtype == _BF16:
-        if _fastc is not None and v.flags.c_contiguous:
-            out = np.empty((v.shape[0], 3), dtype=np.uint16)
-            if _fastc.bf16_columns(v, out):
-                return out[:, :1].view(_BF16), 1.0
-            return out.view(_BF16), 1.0
         u = v.view(np.uint32)
         if not (u & np.uint32(0xFFFF)).any():  # exactly a bfloat16 (the +-1 signs)
             return (u >> 16).astype(np.uint16).view(_BF16)[:, None], 1.0
