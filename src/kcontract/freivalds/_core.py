@@ -535,7 +535,7 @@ def _fast_batch(ah, bh, ch, seed: int, pfa: float, numpy_arrays: bool):
 
 def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
                    fns: Optional[dict], backend: str = "numpy", r=None, y=None,
-                   brms: Optional[float] = None, zoff: float = 0.0):
+                   brms: Optional[float] = None, zoff: float = 0.0, lean: bool = False):
     """:func:`_fast` for C-contiguous float32 / float64 host matrices in one compiled call
     (signs, the three products through the BLAS function the back end's own products call
     -- numpy's ``X @ v``, or torch.mv's MKL -- and the screen's statistics) and a few float
@@ -543,7 +543,8 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     :func:`._screen.screen_one` (the per-shape buffers and constants made once).
     ``r``, ``y``: a cached projection (host views) with its ``brms``; ``zoff``: a bias's
     b . r.  False where the helper or the BLAS function is not there, or the arrays are not
-    contiguous; None where the general path must decide."""
+    contiguous; None where the general path must decide.  ``lean``: a passing call's
+    screen ratio instead of its result (see :func:`_compiled_verdict`)."""
     if not fns or not (a.flags.c_contiguous and c.flags.c_contiguous
                        and (y is not None or b.flags.c_contiguous)):
         return False
@@ -562,23 +563,35 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
                                                  k, kmed, k9, rows, given, zoff)
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
-                             (name, acc, name, name), seed, pfa, backend, buf, y)
+                             (name, acc, name, name), seed, pfa, backend, buf, y, lean)
 
 
 def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units, fmts, seed,
-                      pfa, backend, buf=None, y=None):
+                      pfa, backend, buf=None, y=None, lean: bool = False):
     """The result of a compiled stage 1 from its six statistics (through
     :func:`._screen.scale_from_stats`, as the general path's screen reads them), its
     :class:`Screen` where a row is beyond it (``buf``: the residual in its first M
     entries; ``y``: B r on the host), or None (the general path decides).  ``fmts``:
-    (operand, accumulator, output, check precision) names."""
+    (operand, accumulator, output, check precision) names.  ``lean`` (the guard's cached
+    linear check): the screen ratio (at most 1) where every row clears the screen, else
+    None -- the same decision, without the result object."""
     if not dmax <= math.inf:  # NaN: the general path traces it
         return None
     one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units)
     if one is None:
         return None
+    if lean:
+        ratio = _screen_ratio(dmax, one[2])
+        return ratio if ratio <= 1.0 else None
     return _cleared(dmax, one[2], one[3], M, K, N, fmts, seed, pfa, backend,
                     None if buf is None else buf[:M], y, brms)
+
+
+def _screen_ratio(dmax: float, scale: float) -> float:
+    """max |d| over the screen's threshold LAMBDA_SCREEN x ``scale`` (a row is beyond the
+    screen where this exceeds 1)."""
+    t = model.LAMBDA_SCREEN * scale
+    return dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
 
 
 def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None, y=None,
@@ -589,7 +602,7 @@ def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None,
     takes it from there, with B r = ``y`` and rms_k ||B_k|| = ``brms`` as its stage 1
     leaves them), or None without ``d``."""
     t = model.LAMBDA_SCREEN * scale
-    ratio = dmax / t if t > 0 else (math.inf if dmax > 0 else 0.0)
+    ratio = _screen_ratio(dmax, scale)
     if not ratio <= 1.0:
         if d is None or not math.isfinite(ratio):
             return None
@@ -612,7 +625,7 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
-                     pr, zoff: float, ops):
+                     pr, zoff: float, ops, lean: bool = False):
     """:func:`_fast_compiled` for bfloat16 operands (C in bfloat16 or float32): the general
     path's products (the helper's bfloat16 kernel, ``gemv16``: float32 vectors, float32
     accumulation; a float32 C through the back end's BLAS gemv) in one compiled call.
@@ -646,7 +659,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name,
-                             buf, y)
+                             buf, y, lean)
 
 
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:

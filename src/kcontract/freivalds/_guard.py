@@ -27,7 +27,14 @@ import numpy as np
 from ..errors import UsageError
 from ._core import (DEFAULT_FALSE_ALARM, FreivaldsResult, NonFiniteOperandError,
                     ProductCheckError, verify)
+from . import _backend, _cblas, _core
 from ._screen import Projection, b_rms, signs
+
+_BF16 = _core._BF16
+_GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
+_SEED_MASK = 2 ** 62 - 1
+_TORCH = None  # torch, once a guard is entered
+_CDT: dict = {}  # a tensor dtype -> the check's compute dtype (float32)
 
 LOG = logging.getLogger("kcontract.freivalds")
 ON_FAIL = ("raise", "warn", "log")
@@ -86,8 +93,31 @@ class _WeightCache:
         with self.lock:
             if len(self.entries) >= self.size:
                 self.entries.pop(next(iter(self.entries)))
-            self.entries[key] = (weakref.ref(src), ver, val)
+            self.entries[key] = (weakref.ref(src), ver, val, None)
         return val, False
+
+    def lookup(self, src, transposed: bool, cdtype):
+        """(projection, its host parts or None) where one is cached and still valid for
+        ``src`` (the same object, version, memory, shape and strides), else None."""
+        ent = self.entries.get((id(src), transposed, cdtype))
+        if ent is None or ent[0]() is not src:
+            return None
+        try:
+            ver = (src._version, src.data_ptr(), tuple(src.shape), tuple(src.stride()), src.dtype)
+        except RuntimeError:
+            return None
+        return (ent[2], ent[3]) if ent[1] == ver else None
+
+    def lean_parts(self, src, transposed: bool, cdtype, proj):
+        """Contiguous float32 host copies (r, y) of a cached CPU projection, kept with it."""
+        parts = (np.ascontiguousarray(proj.r, dtype=np.float32),
+                 np.ascontiguousarray(proj.y.detach().numpy(), dtype=np.float32))
+        key = (id(src), transposed, cdtype)
+        with self.lock:
+            ent = self.entries.get(key)
+            if ent is not None and ent[2] is proj:
+                self.entries[key] = ent[:3] + (parts,)
+        return parts
 
 
 class Guard(contextlib.ContextDecorator):
@@ -113,12 +143,34 @@ class Guard(contextlib.ContextDecorator):
         self.bound = bound
         self.logger = logger or LOG
         self.stats = GuardStats()
-        self.last_result: Optional[FreivaldsResult] = None
+        self._last = None  # the last result, or what the lean linear check knows of it
         self._rng = np.random.default_rng(seed)
+        self._base = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
+        self._n = 0
+        self._bias: dict = {}
         self._seed = seed
         self._cache = _WeightCache()
         self._modes: list = []
         self._r: dict = {}
+
+    @property
+    def last_result(self) -> Optional[FreivaldsResult]:
+        """The last check's result (a passing lean linear check's, made on request)."""
+        last = self._last
+        if last is None or isinstance(last, FreivaldsResult):
+            return last
+        ratio, seed, (M, K, N), dt = last
+        name = "float32" if dt is _torch().float32 else "bfloat16"
+        return FreivaldsResult(passed=True, reason="verified", suspect_rows=[], suspects=[],
+                               threshold=np.asarray(np.nan), ratio=ratio,
+                               false_alarm=self.false_alarm, screen_ratio=ratio,
+                               shape=((), M, K, N), operand_format=name,
+                               accumulate="float32", output_format=name,
+                               check_precision="float32", seed=seed, backend="torch")
+
+    @last_result.setter
+    def last_result(self, res) -> None:
+        self._last = res
 
     # counters as attributes
     @property
@@ -152,10 +204,11 @@ class Guard(contextlib.ContextDecorator):
             self._r[key] = r
         return r
 
-    def _check(self, name: str, a, b, c, bias=None, weight=None, transposed=False):
+    def _check(self, name: str, a, b, c, bias=None, weight=None, transposed=False,
+               sampled=False):
         st = self.stats
         st.calls += 1
-        if self.sample < 1.0 and self._rng.random() >= self.sample:
+        if not sampled and self.sample < 1.0 and self._rng.random() >= self.sample:
             st.sampled_out += 1
             return
         t0 = time.perf_counter()
@@ -204,6 +257,115 @@ class Guard(contextlib.ContextDecorator):
             else:
                 self.logger.error(msg)
 
+    def check_linear(self, x, weight, out, bias=None) -> None:
+        """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as the guard
+        does for each one it intercepts (counted in :attr:`stats`, a failure handled by
+        ``on_fail``).  On a CPU, for float32 and bfloat16 tensors with a cached weight
+        projection, the common case runs in one compiled call from host views of x and
+        out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
+        st = self.stats
+        if self.sample < 1.0 and self._rng.random() >= self.sample:
+            st.calls += 1
+            st.sampled_out += 1
+            return
+        if self.cache_weights:
+            t0 = time.perf_counter()
+            if self._lean_linear(x, weight, out, bias):
+                dt = time.perf_counter() - t0
+                st.calls += 1
+                st.checked += 1
+                st.cache_hits += 1
+                st.seconds += dt
+                op = st.by_op.get("linear")
+                if op is None:
+                    op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
+                op[0] += 1
+                op[1] += dt
+                return
+        a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
+        self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True,
+                    sampled=True)
+
+    def _lean_linear(self, x, w, out, bias) -> bool:
+        """The common linear check without its general machinery: contiguous CPU float32
+        (or bfloat16) x and out, a weight whose projection W^T r is cached (from an
+        earlier check of it), a bias's b . r cached beside it.  The same compiled stage 1
+        and screen as :func:`verify`'s common call, with a seed from the guard's own
+        sequence; True where every row clears the screen, False where this path does not
+        apply or a row is beyond the screen (the caller then runs :func:`verify`, which
+        decides and reports)."""
+        torch = _TORCH or _torch()
+        dt = x.dtype
+        if type(x) is not torch.Tensor or type(out) is not torch.Tensor \
+                or (dt is not torch.float32 and dt is not torch.bfloat16) \
+                or out.dtype is not dt or w.dtype is not dt or x.device.type != "cpu" \
+                or out.device.type != "cpu" or w.dim() != 2:
+            return False
+        ent = self._cache.lookup(w, True, _CDT[dt])
+        if ent is None:
+            return False
+        proj, lean = ent
+        if lean is None:  # host copies of r and y, made once per cached projection
+            lean = self._cache.lean_parts(w, True, _CDT[dt], proj)
+        r, y, brms = lean[0], lean[1], proj.b_rms
+        zoff = 0.0
+        if bias is not None:
+            zoff = self._bias_dot(bias, dt, r)
+            if zoff is None:
+                return False
+        if not (x.is_contiguous() and out.is_contiguous()):
+            return False
+        if x.requires_grad:
+            x = x.detach()
+        if out.requires_grad:
+            out = out.detach()
+        K, N = y.shape[0], r.shape[0]
+        if dt is torch.float32:
+            xh, ch = x.numpy(), out.numpy()
+        else:
+            xh, ch = x.view(torch.int16).numpy(), out.view(torch.int16).numpy()
+        if xh.shape[-1] != K or ch.shape[-1] != N:
+            return False
+        xh, ch = xh.reshape(-1, K), ch.reshape(-1, N)
+        M = xh.shape[0]
+        if M == 0 or ch.shape[0] != M or K < 64 or N < 64:
+            return False
+        self._n += 1
+        seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
+        if dt is torch.float32:
+            fns = _cblas.mkl_gemv()
+            ratio = _core._fast_compiled(xh, None, ch, M, K, N, "float32", seed,
+                                         self.false_alarm, fns, "torch", r, y, brms, zoff,
+                                         lean=True) if fns else None
+        else:
+            ratio = _core._fast_compiled16(xh.view(_BF16), None, ch.view(_BF16), M, K, N,
+                                           seed, self.false_alarm, False, proj, zoff,
+                                           _backend.ops_for(out), lean=True)
+        if ratio is None or ratio is False:
+            return False
+        self._last = (ratio, seed, (M, K, N), dt)
+        return True
+
+    def _bias_dot(self, bias, dt, r):
+        """b . r for a cached bias (as the common call computes it), or None."""
+        torch = _TORCH or _torch()
+        if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):
+            return None
+        key = (id(bias), bias._version, r.shape[0], dt)
+        hit = self._bias.get(id(bias))
+        if hit is not None and hit[0] == key and hit[1]() is bias:
+            return hit[2]
+        b = bias.detach()
+        if type(b) is not torch.Tensor or b.dtype is not dt or b.device.type != "cpu" \
+                or tuple(b.shape) != (r.shape[0],):
+            return None
+        ops = _backend.ops_for(b)
+        val = float(ops.take(b, ()) @ r)
+        if len(self._bias) >= CACHE_SIZE:
+            self._bias.pop(next(iter(self._bias)))
+        self._bias[id(bias)] = (key, weakref.ref(bias), val)
+        return val
+
     def _pre_for(self, weight, transposed):
         """A callable for verify's stage 1 that returns (r, B r) from the cache."""
         cache = self._cache
@@ -223,8 +385,20 @@ class Guard(contextlib.ContextDecorator):
         return pre
 
 
-def _make_mode(g: Guard):
+def _torch():
+    """torch, imported (a guard is only made where it is installed), with the lean
+    check's dtype table."""
+    global _TORCH
     import torch
+
+    _CDT.setdefault(torch.float32, torch.float32)
+    _CDT.setdefault(torch.bfloat16, torch.float32)
+    _TORCH = torch
+    return torch
+
+
+def _make_mode(g: Guard):
+    torch = _torch()
     from torch.overrides import TorchFunctionMode
 
     F = torch.nn.functional
@@ -256,8 +430,7 @@ def _make_mode(g: Guard):
                     w = args[1] if len(args) > 1 else kwargs.get("weight")
                     bias = args[2] if len(args) > 2 else kwargs.get("bias")
                     if _tensors(x, w, out) and w.dim() == 2:
-                        a2, _, c2 = _flat(*_as_matrices(x, w.T, out))
-                        g._check("linear", a2, w.T, c2, bias=bias, weight=w, transposed=True)
+                        g.check_linear(x, w, out, bias)
             except ProductCheckError:
                 raise
             except UsageError:

@@ -1,0 +1,143 @@
+"""The guard's check of one F.linear product (Guard.check_linear): the compiled common
+case for a cached weight projection (float32 and bfloat16 CPU tensors) decides exactly as
+verify does, catches a wrong element through the general path, and never reuses a
+projection or a bias product after the weight or the bias changed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kcontract.freivalds import ProductCheckError, guard, verify  # noqa: E402
+from kcontract.freivalds import _core  # noqa: E402
+from kcontract.freivalds._guard import Guard  # noqa: E402
+
+F = torch.nn.functional
+
+
+def layer(M, K, N, dtype, bias, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.nn.Parameter((torch.randn(N, K, generator=g) / K ** 0.5).to(dtype),
+                           requires_grad=False)
+    b = torch.nn.Parameter(torch.randn(N, generator=g).to(dtype), requires_grad=False) \
+        if bias else None
+    x = torch.randn(M, K, generator=g).to(dtype)
+    return x, w, b
+
+
+def product(x, w, b):
+    """The honest product: float32 accumulation, rounded to the operands' format."""
+    out = F.linear(x.float(), w.float(), None if b is None else b.float())
+    return out.to(x.dtype)
+
+
+def counting(monkeypatch):
+    seen = []
+    real = _core._fast
+    monkeypatch.setattr(_core, "_fast", lambda *a, **k: seen.append(1) or real(*a, **k))
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("M", [1, 16, 300])
+def test_a_cached_linear_check_takes_the_compiled_path_and_passes(monkeypatch, dtype, bias,
+                                                                    M):
+    x, w, b = layer(M, 512, 384, dtype, bias, M)
+    out = product(x, w, b)
+    seen = counting(monkeypatch)
+    g = Guard(seed=2)
+    for _ in range(5):
+        g.check_linear(x, w, out, b)
+    assert g.checked == 5 and g.failed == 0 and g.stats.calls == 5
+    assert len(seen) == 1  # only the first check (which fills the cache) ran verify
+    assert g.stats.cache_hits == 4 and g.stats.by_op["linear"][0] == 5
+    res = g.last_result
+    assert res.passed and res.shape == ((), M, 512, 384) and 0.0 <= res.ratio <= 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_compiled_linear_check_decides_as_verify(dtype, bias):
+    """Its screen ratio is the one verify computes with the same seed and projection."""
+    x, w, b = layer(64, 1024, 256, dtype, bias, 7)
+    out = product(x, w, b)
+    g = Guard(seed=5)
+    g.check_linear(x, w, out, b)
+    for _ in range(6):
+        g.check_linear(x, w, out, b)
+        ratio, seed, _, _ = g._last
+        ref = verify(x, w.T, out, bias=b, seed=seed, false_alarm=g.false_alarm,
+                     _pre=g._pre_for(w, True))
+        assert ref.passed and ref.screen_ratio == ratio
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("M", [1, 16, 256])
+def test_one_wrong_element_is_caught_every_time(dtype, bias, M):
+    """An element off by twice the screen's threshold (what verify reports for the honest
+    product; for float32 at M = 256 that is below 1e-4 max |C|), anywhere: the compiled
+    check hands the call to verify, which finds the element."""
+    x, w, b = layer(M, 2048, 1024, dtype, bias, 11)
+    out = product(x, w, b)
+    thr = float(np.max(verify(x, w.T, out, bias=b, seed=1).threshold))
+    if M == 256 and dtype is torch.float32:
+        assert 2 * thr < 1e-4 * float(out.abs().max())
+    g = Guard(seed=9)
+    g.check_linear(x, w, out, b)  # fills the cache
+    rng = np.random.default_rng(M)
+    for _ in range(8):
+        i, j = int(rng.integers(M)), int(rng.integers(1024))
+        bad = out.clone()
+        bad[i, j] += 2 * thr * (1 if rng.random() < 0.5 else -1)
+        with pytest.raises(ProductCheckError) as ei:
+            g.check_linear(x, w, bad, b)
+        assert (i, j) in ei.value.result.suspect_elements
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_updated_weight_or_bias_is_never_checked_against_its_old_projection(dtype):
+    x, w, b = layer(32, 512, 256, dtype, True, 3)
+    with torch.no_grad():
+        g = Guard(seed=1, on_fail="log")
+        old = product(x, w, b)
+        g.check_linear(x, w, old, b)
+        g.check_linear(x, w, old, b)
+        assert g.failed == 0
+        w.mul_(1.5)  # in place: the cached W^T r is stale
+        g.check_linear(x, w, old, b)  # the old product is now wrong
+        assert g.failed == 1
+        g.check_linear(x, w, product(x, w, b), b)
+        b.add_(0.25)  # in place: the cached b . r is stale
+        g.check_linear(x, w, product(x, w, b) - 0.25 if dtype is torch.float32 else
+                       (product(x, w, b).float() - 0.25).to(dtype), b)
+        assert g.failed == 2
+        g.check_linear(x, w, product(x, w, b), b)
+        assert g.failed == 2 and g.checked == 6
+
+
+def test_the_mode_checks_nn_linear_through_check_linear(monkeypatch):
+    lin = torch.nn.Linear(256, 128)
+    x = torch.randn(4, 10, 256)
+    seen = counting(monkeypatch)
+    with torch.no_grad(), guard(seed=4) as g:
+        for _ in range(4):
+            lin(x)
+    assert g.checked == 4 and g.failed == 0 and g.stats.cache_hits == 3 and len(seen) == 1
+
+
+def test_other_cases_go_through_verify(monkeypatch):
+    """float64, non-contiguous x, a weight never seen: the general path."""
+    seen = counting(monkeypatch)
+    g = Guard(seed=6)
+    x, w, _ = layer(8, 256, 128, torch.float64, False)
+    out = F.linear(x, w)
+    g.check_linear(x, w, out)
+    g.check_linear(x, w, out)
+    x32, w32, _ = layer(256, 96, 128, torch.float32, False)
+    xt = x32.T.contiguous().T  # the same values, column-major
+    g.check_linear(xt, w32, product(x32, w32, None))
+    g.check_linear(xt, w32, product(x32, w32, None))
+    assert g.checked == 4 and g.failed == 0 and len(seen) == 4
