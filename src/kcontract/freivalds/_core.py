@@ -535,7 +535,7 @@ def _fast_batch(ah, bh, ch, seed: int, pfa: float, numpy_arrays: bool):
 
 def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: float,
                    fns: Optional[dict], backend: str = "numpy", r=None, y=None,
-                   brms: Optional[float] = None, zoff: float = 0.0, lean: bool = False):
+                   brms: Optional[float] = None, zoff: float = 0.0):
     """:func:`_fast` for C-contiguous float32 / float64 host matrices in one compiled call
     (signs, the three products through the BLAS function the back end's own products call
     -- numpy's ``X @ v``, or torch.mv's MKL -- and the screen's statistics) and a few float
@@ -543,14 +543,13 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     :func:`._screen.screen_one` (the per-shape buffers and constants made once).
     ``r``, ``y``: a cached projection (host views) with its ``brms``; ``zoff``: a bias's
     b . r.  False where the helper or the BLAS function is not there, or the arrays are not
-    contiguous; None where the general path must decide.  ``lean``: a passing call's
-    screen ratio instead of its result (see :func:`_compiled_verdict`)."""
+    contiguous; None where the general path must decide."""
     if not fns or not (a.flags.c_contiguous and c.flags.c_contiguous
                        and (y is not None or b.flags.c_contiguous)):
         return False
     dt = a.dtype
     plan = scratch(("stage1", M, K, N, dt), lambda: _compiled_plan(M, K, N, dt, name))
-    r0, y0, z, w, buf, k, rows, kmed, k9, units, acc = plan
+    r0, y0, z, w, buf, k, rows, kmed, k9, units, acc, coef = plan
     given = y is not None
     if given:
         if r.dtype != dt or y.dtype != dt or not (r.flags.c_contiguous and y.flags.c_contiguous):
@@ -563,28 +562,62 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
                                                  k, kmed, k9, rows, given, zoff)
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
-                             (name, acc, name, name), seed, pfa, backend, buf, y, lean)
+                             (name, acc, name, name), seed, pfa, backend, buf, y, coef)
 
 
 def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units, fmts, seed,
-                      pfa, backend, buf=None, y=None, lean: bool = False):
+                      pfa, backend, buf=None, y=None, coef=None):
     """The result of a compiled stage 1 from its six statistics (through
     :func:`._screen.scale_from_stats`, as the general path's screen reads them), its
     :class:`Screen` where a row is beyond it (``buf``: the residual in its first M
     entries; ``y``: B r on the host), or None (the general path decides).  ``fmts``:
-    (operand, accumulator, output, check precision) names.  ``lean`` (the guard's cached
-    linear check): the screen ratio (at most 1) where every row clears the screen, else
-    None -- the same decision, without the result object."""
+    (operand, accumulator, output, check precision) names; ``coef``: the cap's
+    coefficients, where the plan keeps them."""
     if not dmax <= math.inf:  # NaN: the general path traces it
         return None
-    one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units)
+    one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units, coef)
     if one is None:
         return None
-    if lean:
-        ratio = _screen_ratio(dmax, one[2])
-        return ratio if ratio <= 1.0 else None
     return _cleared(dmax, one[2], one[3], M, K, N, fmts, seed, pfa, backend,
                     None if buf is None else buf[:M], y, brms)
+
+
+def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
+                  fns: dict) -> Optional[float]:
+    """The guard's check of a linear product with a cached weight projection, on host
+    views: x (M x K; float32, or bfloat16 bits), out (M x N; float32, or bfloat16 bits
+    with bfloat16 x), r and y = W^T r (float32, contiguous), the weight's rms row norm
+    ``brms``, a bias's b . r (``zoff``), the BLAS gemv ``fns`` (a float32 out's C r).
+    The compiled stage 1 and the screen of verify's common call with a given projection
+    (the same numbers and decision as :func:`_fast_compiled` / :func:`_fast_compiled16`
+    make for it); returns the screen ratio (at most 1) where every row clears the screen,
+    None where one does not or the statistics do not decide (verify then does)."""
+    M, K = xh.shape
+    N = ch.shape[1]
+    plan = scratch(("lean", M, K, N, xh.itemsize, ch.itemsize),
+                   lambda: _lean_plan(M, K, N, xh.itemsize, ch.itemsize))
+    z, w, buf, k, rows, kmed, k9, units, coef = plan
+    i0 = 0 if rows else seed % (M - k + 1)
+    dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns["float32"], fns["ilp64"], xh, y, ch, 0, 0,
+                                                 r, y, z, w, buf, i0, k, kmed, k9, rows, True,
+                                                 zoff)
+    if not dmax <= math.inf:
+        return None
+    one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units, coef)
+    if one is None:
+        return None
+    ratio = _screen_ratio(dmax, one[2])
+    return ratio if ratio <= 1.0 else None
+
+
+def _lean_plan(M: int, K: int, N: int, xitem: int, citem: int) -> tuple:
+    """The per-shape part of :func:`cached_linear` (as :func:`_compiled_plan` /
+    :func:`_compiled_plan16` make it)."""
+    k, _, rows, kmed, k9 = screen_plan(M, 0)
+    out = "float32" if citem == 4 else "bfloat16"
+    units = _units_for("float32", out, "float32")
+    return (np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
+            k, rows, kmed, k9, units, model.screen_cap_coefficients(K, N, units))
 
 
 def _screen_ratio(dmax: float, scale: float) -> float:
@@ -625,7 +658,7 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
-                     pr, zoff: float, ops, lean: bool = False):
+                     pr, zoff: float, ops):
     """:func:`_fast_compiled` for bfloat16 operands (C in bfloat16 or float32): the general
     path's products (the helper's bfloat16 kernel, ``gemv16``: float32 vectors, float32
     accumulation; a float32 C through the back end's BLAS gemv) in one compiled call.
@@ -642,7 +675,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
         return False
     out_name = "bfloat16" if c16 else "float32"
     plan = scratch(("stage1_16", M, K, N, c16), lambda: _compiled_plan16(M, K, N, out_name))
-    r, y, z, w, buf, k, rows, kmed, k9, units = plan
+    r, y, z, w, buf, k, rows, kmed, k9, units, coef = plan
     given = pr is not None
     if given:
         parts = pr.cols.get("stage1_16")
@@ -659,15 +692,16 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name,
-                             buf, y, lean)
+                             buf, y, coef)
 
 
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
     """The per-shape part of :func:`_fast_compiled16`."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
+    units = _units_for("float32", out_name, "float32")
     return (np.empty(N, dtype=np.float32), np.empty(K, dtype=np.float32),
             np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
-            k, rows, kmed, k9, _units_for("float32", out_name, "float32"))
+            k, rows, kmed, k9, units, model.screen_cap_coefficients(K, N, units))
 
 
 def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
@@ -675,9 +709,10 @@ def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
     (:func:`._screen.screen_plan`) and the cap's coefficients."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
     _, acc, out_fmt, _ = _formats(name, name, None, None)
+    units = _units_for(acc.name, out_fmt.name, name)
     return (np.empty(N, dtype=dt), np.empty(K, dtype=dt), np.empty(M, dtype=dt),
-            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9,
-            _units_for(acc.name, out_fmt.name, name), acc.name)
+            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9, units, acc.name,
+            model.screen_cap_coefficients(K, N, units))
 
 
 @dataclass

@@ -34,6 +34,13 @@ _BF16 = _core._BF16
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
 _SEED_MASK = 2 ** 62 - 1
 _TORCH = None  # torch, once a guard is entered
+_FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
+
+
+def _mkl_fns() -> dict:
+    global _FNS
+    _FNS = _cblas.mkl_gemv()
+    return _FNS
 _CDT: dict = {}  # a tensor dtype -> the check's compute dtype (float32)
 
 LOG = logging.getLogger("kcontract.freivalds")
@@ -289,17 +296,16 @@ class Guard(contextlib.ContextDecorator):
     def _lean_linear(self, x, w, out, bias) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
         (or bfloat16) x and out, a weight whose projection W^T r is cached (from an
-        earlier check of it), a bias's b . r cached beside it.  The same compiled stage 1
-        and screen as :func:`verify`'s common call, with a seed from the guard's own
-        sequence; True where every row clears the screen, False where this path does not
-        apply or a row is beyond the screen (the caller then runs :func:`verify`, which
-        decides and reports)."""
+        earlier check of it), a bias's b . r cached beside it: :func:`._core.cached_linear`
+        (verify's compiled stage 1 and screen) with a seed from the guard's own sequence.
+        True where every row clears the screen; False where this path does not apply or
+        a row is beyond the screen (the caller then runs :func:`verify`, which decides and
+        reports)."""
         torch = _TORCH or _torch()
         dt = x.dtype
         if type(x) is not torch.Tensor or type(out) is not torch.Tensor \
-                or (dt is not torch.float32 and dt is not torch.bfloat16) \
-                or out.dtype is not dt or w.dtype is not dt or x.device.type != "cpu" \
-                or out.device.type != "cpu" or w.dim() != 2:
+                or out.dtype is not dt or w.dtype is not dt or dt not in _CDT \
+                or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()):
             return False
         ent = self._cache.lookup(w, True, _CDT[dt])
         if ent is None:
@@ -307,43 +313,37 @@ class Guard(contextlib.ContextDecorator):
         proj, lean = ent
         if lean is None:  # host copies of r and y, made once per cached projection
             lean = self._cache.lean_parts(w, True, _CDT[dt], proj)
-        r, y, brms = lean[0], lean[1], proj.b_rms
+        r, y = lean
         zoff = 0.0
         if bias is not None:
             zoff = self._bias_dot(bias, dt, r)
             if zoff is None:
                 return False
-        if not (x.is_contiguous() and out.is_contiguous()):
-            return False
         if x.requires_grad:
             x = x.detach()
         if out.requires_grad:
             out = out.detach()
-        K, N = y.shape[0], r.shape[0]
         if dt is torch.float32:
             xh, ch = x.numpy(), out.numpy()
-        else:
+        else:  # bfloat16 bits
             xh, ch = x.view(torch.int16).numpy(), out.view(torch.int16).numpy()
-        if xh.shape[-1] != K or ch.shape[-1] != N:
+        K, N = y.shape[0], r.shape[0]
+        if xh.ndim != 2 or ch.ndim != 2:
+            if xh.shape[-1] != K or ch.shape[-1] != N:
+                return False
+            xh, ch = xh.reshape(-1, K), ch.reshape(-1, N)
+        if xh.shape[1] != K or ch.shape != (xh.shape[0], N) or xh.shape[0] == 0 or K < 64 \
+                or N < 64:
             return False
-        xh, ch = xh.reshape(-1, K), ch.reshape(-1, N)
-        M = xh.shape[0]
-        if M == 0 or ch.shape[0] != M or K < 64 or N < 64:
+        fns = _FNS or _mkl_fns()
+        if not fns:
             return False
         self._n += 1
         seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
-        if dt is torch.float32:
-            fns = _cblas.mkl_gemv()
-            ratio = _core._fast_compiled(xh, None, ch, M, K, N, "float32", seed,
-                                         self.false_alarm, fns, "torch", r, y, brms, zoff,
-                                         lean=True) if fns else None
-        else:
-            ratio = _core._fast_compiled16(xh.view(_BF16), None, ch.view(_BF16), M, K, N,
-                                           seed, self.false_alarm, False, proj, zoff,
-                                           _backend.ops_for(out), lean=True)
-        if ratio is None or ratio is False:
+        ratio = _core.cached_linear(xh, ch, r, y, proj.b_rms, zoff, seed, fns)
+        if ratio is None:
             return False
-        self._last = (ratio, seed, (M, K, N), dt)
+        self._last = (ratio, seed, (xh.shape[0], K, N), dt)
         return True
 
     def _bias_dot(self, bias, dt, r):

@@ -278,18 +278,23 @@ def _block_kind(x: np.ndarray):
 
 def scale_from_stats(M: int, K: int, N: int, k: int, k9: int, dmax: float, dk: float,
                      dk9: float, css: float, ass: float, yss: float, brms: Optional[float],
-                     units):
+                     units, coef: Optional[tuple] = None):
     """(None, dmax, scale, calibrated) from the compiled pass's statistics (see
     :func:`screen_one`): the row scales of ``k`` rows (or the largest row), rms_k ||B_k||
     from sum y^2 unless ``brms`` is known, the cap and the median / 90 % calibration of
-    :func:`._model.screen_scale_max`; None where rms_k ||B_k|| cannot be read off y."""
+    :func:`._model.screen_scale_max`; None where rms_k ||B_k|| cannot be read off y.
+    ``coef``: the cap's (alpha, beta) for (K, N, units), where the caller keeps them
+    (:func:`._model.screen_cap_coefficients`; the same numbers)."""
     if brms is None:
         if K < MIN_K_FROM_Y or not math.isfinite(yss):
             return None
         brms = math.sqrt(yss / K)
     cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
     sn = math.sqrt(ass / k) * brms
-    cap = model.screen_cap(cn, sn, K, N, units)
+    if coef is None:
+        cap = model.screen_cap(cn, sn, K, N, units)
+    else:  # model.screen_cap with its coefficients known
+        cap = model.CAP_SLACK * (coef[0] * (cn * cn) + coef[1] * (sn * sn)) ** 0.5
     if M < model.MIN_CALIBRATION_ROWS:
         return None, dmax, cap, False
     med_d = dk if k9 < 0 else max(dk, dk9 * (model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL))
