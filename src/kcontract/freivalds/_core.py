@@ -416,10 +416,15 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
             return None
         # parameters and tensors that require grad: their values, outside autograd (as the
         # general path reads them under no_grad); a subclass's detach is a plain tensor
-        a, b, c = a.detach(), b.detach(), c.detach()
-        if type(a) is not torch.Tensor or type(b) is not torch.Tensor \
-                or type(c) is not torch.Tensor or a.device.type != "cpu" \
-                or b.device.type != "cpu" or c.device.type != "cpu":
+        T = torch.Tensor
+        if type(a) is not T or a.requires_grad:
+            a = a.detach()
+        if type(b) is not T or b.requires_grad:
+            b = b.detach()
+        if type(c) is not T or c.requires_grad:
+            c = c.detach()
+        if type(a) is not T or type(b) is not T or type(c) is not T \
+                or not (a.is_cpu and b.is_cpu and c.is_cpu):
             return None
         if bias is not None:
             if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):
