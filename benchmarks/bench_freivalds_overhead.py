@@ -24,7 +24,12 @@ Rows:
            the operands' own bytes, each bfloat16 matrix read as a float32 matrix
            of half the width through a float32 gemv -- a view of the same memory);
   skinny   M x K times K x N with M = 1 .. 128 (decode), through the guard's
-           weight cache (torch), float32 and bfloat16;
+           weight cache (torch), float32 and bfloat16: Guard.check_linear right after
+           each product;
+  decode   the same shapes as a decode step: --decode-layers products (distinct weights),
+           each recorded by a deferring guard (defer=True) right after it and checked in
+           its flush at the end of the step; per product (records + flush) / layers
+           against the mean floor of the same products;
   attn     attention's batched q k^T (batch x heads matrices of T x D times D x T,
            float32) with the strided layouts of a fused q/k/v projection, numpy and
            torch; the floor is the three batched matrix-vector products.
@@ -223,10 +228,10 @@ def half_view(torch, m):
     return m.view(torch.float32)
 
 
-def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
+def skinny_case(torch, M: int, K: int, N: int, dtype: str, device, seed: int = 0):
     """A linear layer's product x W^T with the guard's cached W^T r."""
     tdt = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(M * 7 + K + N)
+    g = torch.Generator().manual_seed(M * 7 + K + N + 1000003 * seed)
     W = torch.nn.Parameter((torch.randn(N, K, generator=g) / K ** 0.5).to(device=device,
                                                                           dtype=tdt),
                            requires_grad=False)
@@ -240,8 +245,9 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
         return guard.stats.failed == failed
     narrow_cpu = dtype != "float32" and device == "cpu"
     W32 = W.float() if narrow_cpu else None
-    matmul = (lambda: F.linear(x.float(), W32).to(tdt)) if narrow_cpu else \
-        (lambda: F.linear(x, W))
+    def matmul():
+        return F.linear(x.float(), W32).to(tdt) if narrow_cpu else F.linear(x, W)
+    matmul.x, matmul.W = x, W
     check(matmul())  # fills the cache: W^T r is computed once
     proj = next(iter(guard._cache.entries.values()))[2]
     if narrow_cpu:  # x's and C's own bytes streamed as float32 (see cpu_narrow)
@@ -251,6 +257,63 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device):
     y = proj.y.to(tdt)
     r = proj.rd.to(tdt)
     return matmul, check, lambda C: (torch.mv(x, y), torch.mv(C, r))
+
+
+def decode_step(torch, M: int, K: int, N: int, dtype: str, device, layers: int):
+    """``layers`` linear layers of one shape (distinct weights and inputs), as in one
+    decode step, with one deferring guard (``defer=True``) whose weight cache is filled:
+    [(product, its record in the guard, its floor)] and the guard."""
+    guard = Guard(seed=1, defer=True)
+    steps = []
+    for i in range(layers):
+        mm, _, fl = skinny_case(torch, M, K, N, dtype, device, seed=i)
+        x, W = mm.x, mm.W
+        steps.append((mm, lambda C, x=x, W=W: guard.check_linear(x, W, C), fl))
+    for mm, rec, _ in steps:  # fills the cache
+        rec(mm())
+    guard.flush()
+    assert guard.stats.failed == 0, "honest product failed"
+    return steps, guard
+
+
+def measure_step(steps, guard, reps: int, sync=lambda: None) -> dict:
+    """A decode step's products, each followed by its (deferred) check, and the guard's
+    flush at the end -- against the same products each followed by its floor, in
+    alternating order.  Figures per product: (records + flush) / layers against the mean
+    floor; the products' own times after checks and after floors."""
+    L = len(steps)
+    t_mm, t_v, t_f = [], [], []
+    after = {0: [], 1: []}
+    for rep in range(reps):
+        for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
+            total = 0.0
+            for mm, rec, fl in steps:
+                t0 = time.perf_counter()
+                C = mm()
+                sync()
+                t_mm.append(time.perf_counter() - t0)
+                after[which].append(t_mm[-1])
+                t0 = time.perf_counter()
+                (rec if which == 0 else fl)(C)
+                sync()
+                total += time.perf_counter() - t0
+                del C
+            if which == 0:
+                failed = guard.stats.failed
+                t0 = time.perf_counter()
+                guard.flush()
+                sync()
+                total += time.perf_counter() - t0
+                assert guard.stats.failed == failed, "honest product failed"
+                t_v.append(total / L)
+            else:
+                t_f.append(total / L)
+    med = statistics.median
+    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
+            "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
+            "verify_min_s": min(t_v), "floor_min_s": min(t_f),
+            "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
+            "interference": med(after[0]) / med(after[1])}
 
 
 def attention_cases(B: int, H: int, T: int, D: int, backends, torch, device):
@@ -296,6 +359,9 @@ def main(argv=None) -> int:
                     help="K x N of the skinny products")
     ap.add_argument("--attention", nargs="*", default=["4x6x128x64", "2x16x512x64"],
                     help="batch x heads x tokens x head size of the batched q k^T products")
+    ap.add_argument("--decode-layers", type=int, default=4,
+                    help="layers of the 'decode' rows (0: none): a step's products of one "
+                         "skinny shape, checked by a deferring guard")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--backends", nargs="+", default=["numpy", "torch"])
     ap.add_argument("--reps", type=int, default=9)
@@ -374,6 +440,16 @@ def main(argv=None) -> int:
                         print(fmt_row("skinny", f"{M}x{K}x{N}", "torch", dtype, m), flush=True)
                         rows.append({"kind": "skinny", "M": M, "K": K, "N": N,
                                      "backend": "torch", "dtype": dtype, **m})
+                        if args.decode_layers:
+                            steps, g = decode_step(torch, M, K, N, dtype, args.device,
+                                                   args.decode_layers)
+                            m = measure_step(steps, g, args.reps, sync)
+                            print(fmt_row("decode", f"{M}x{K}x{N}", "torch", dtype, m),
+                                  flush=True)
+                            rows.append({"kind": "decode", "M": M, "K": K, "N": N,
+                                         "layers": args.decode_layers, "backend": "torch",
+                                         "dtype": dtype, **m})
+                            del steps, g
                         if args.bound and dtype == "float32" and args.device == "cpu":
                             mm, mn, fl = skinny_minimal(torch, M, K, N)
                             m = measure(mm, mn, fl, args.reps, sync)

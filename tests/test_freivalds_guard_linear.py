@@ -141,3 +141,72 @@ def test_other_cases_go_through_verify(monkeypatch):
     g.check_linear(xt, w32, product(x32, w32, None))
     g.check_linear(xt, w32, product(x32, w32, None))
     assert g.checked == 4 and g.failed == 0 and len(seen) == 4
+
+
+# ---------------------------------------------------------------------------
+# deferred checks (guard(defer=True))
+# ---------------------------------------------------------------------------
+
+def test_deferred_checks_run_when_the_block_ends(monkeypatch):
+    lin = torch.nn.Linear(256, 128)
+    x = torch.randn(3, 256)
+    with torch.no_grad(), guard(seed=3, defer=True) as g:
+        for _ in range(5):
+            lin(x)
+        assert g.checked == 0 and len(g._pending) == 5  # recorded, not yet checked
+    assert g.checked == 5 and g.failed == 0 and not g._pending
+    assert g.stats.cache_hits == 4
+
+
+def test_a_deferred_wrong_product_raises_at_the_end_and_the_others_are_checked():
+    x, w, b = layer(4, 512, 256, torch.float32, True, 21)
+    good = product(x, w, b)
+    bad = good.clone()
+    bad[2, 17] += 1e-2 * float(good.abs().max())
+    g = Guard(seed=4, defer=True)
+    for out in (good, bad, good, good):
+        g.check_linear(x, w, out, b)
+    assert g.checked == 0
+    with pytest.raises(ProductCheckError) as ei:
+        g.flush()
+    assert (2, 17) in ei.value.result.suspect_elements
+    assert g.checked == 4 and g.failed == 1 and not g._pending
+
+
+def test_a_product_changed_in_place_before_its_deferred_check_is_skipped():
+    """Not a false alarm: an output (or input, weight, bias) modified after the product
+    is no longer what the product made."""
+    x, w, b = layer(8, 256, 128, torch.float32, True, 22)
+    g = Guard(seed=5, defer=True)
+    outs = [product(x, w, b) for _ in range(4)]
+    for out in outs:
+        g.check_linear(x, w, out, b)
+    outs[1].relu_()  # an in-place activation on the product's output
+    g.flush()
+    assert g.stats.skipped == 1 and g.checked == 3 and g.failed == 0
+    g.check_linear(x, w, product(x, w, b), b)
+    with torch.no_grad():
+        w.mul_(2.0)  # the weight changed after the product: skipped too
+    g.flush()
+    assert g.stats.skipped == 2 and g.checked == 3
+
+
+def test_deferral_holds_a_bounded_number_of_bytes():
+    x, w, _ = layer(64, 256, 128, torch.float32, False, 23)
+    out = product(x, w, None)
+    size = x.nbytes + out.nbytes
+    g = Guard(seed=6, defer=True, defer_bytes=2 * size)
+    for _ in range(5):
+        g.check_linear(x, w, out)
+    assert len(g._pending) == 2 and g.checked == 3  # the rest checked at once
+    g.flush()
+    assert g.checked == 5 and g.failed == 0
+
+
+def test_a_failing_block_drops_its_deferred_checks():
+    lin = torch.nn.Linear(128, 64)
+    with pytest.raises(ValueError):
+        with torch.no_grad(), guard(defer=True) as g:
+            lin(torch.randn(2, 128))
+            raise ValueError("the guarded code failed")
+    assert g.checked == 0 and g.stats.skipped == 1 and not g._pending

@@ -35,6 +35,10 @@ _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^6
 _SEED_MASK = 2 ** 62 - 1
 _TORCH = None  # torch, once a guard is entered
 _FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
+_TORCH_TENSOR: list = [None]  # torch.Tensor, once torch is imported
+#: Deferred checks (``defer=True``) hold at most this many bytes of inputs and outputs;
+#: beyond it a product is checked at once.
+DEFER_BYTES = 64 << 20
 
 
 def _mkl_fns() -> dict:
@@ -134,7 +138,8 @@ class Guard(contextlib.ContextDecorator):
                  seed: Optional[int] = None, accumulate: Optional[str] = None,
                  false_alarm: float = DEFAULT_FALSE_ALARM, max_rows: int = 8,
                  cache_weights: bool = True, bound: str = "probabilistic",
-                 logger: Optional[logging.Logger] = None):
+                 logger: Optional[logging.Logger] = None, defer: bool = False,
+                 defer_bytes: int = DEFER_BYTES):
         if on_fail not in ON_FAIL:
             raise UsageError(f"on_fail must be one of {ON_FAIL}, got {on_fail!r}")
         if not (0.0 <= float(sample) <= 1.0):
@@ -149,6 +154,10 @@ class Guard(contextlib.ContextDecorator):
             raise UsageError(f"bound must be 'probabilistic' or 'deterministic', got {bound!r}")
         self.bound = bound
         self.logger = logger or LOG
+        self.defer = bool(defer)
+        self.defer_bytes = int(defer_bytes)
+        self._pending: list = []  # deferred linear checks: (x, w, out, bias, versions)
+        self._pending_bytes = 0
         self.stats = GuardStats()
         self._last = None  # the last result, or what the lean linear check knows of it
         self._rng = np.random.default_rng(seed)
@@ -200,7 +209,35 @@ class Guard(contextlib.ContextDecorator):
 
     def __exit__(self, *exc):
         mode = self._modes.pop()
-        return mode.__exit__(*exc)
+        out = mode.__exit__(*exc)
+        if self._pending:
+            if exc[0] is None:
+                self.flush()
+            else:  # the block failed: its deferred checks are dropped, not raised over it
+                self.stats.skipped += len(self._pending)
+                self._pending, self._pending_bytes = [], 0
+        return out
+
+    def flush(self) -> None:
+        """Run the deferred linear checks (``defer=True``), in order.  A product whose
+        operands, output, weight or bias changed in place since it was made is skipped
+        (counted in ``stats.skipped``): its output is no longer the product.  Failures are
+        handled by ``on_fail``; with ``"raise"`` every deferred check still runs and the
+        first failure is raised at the end."""
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        first = None
+        for x, w, out, bias, ver in pending:
+            if ver != _versions(x, w, out, bias):
+                self.stats.calls += 1
+                self.stats.skipped += 1
+                continue
+            try:
+                self._linear_now(x, w, out, bias)
+            except ProductCheckError as exc:
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
 
     # ------------------------------------------------------------------
     def _signs(self, N: int, dtype) -> np.ndarray:
@@ -275,6 +312,17 @@ class Guard(contextlib.ContextDecorator):
             st.calls += 1
             st.sampled_out += 1
             return
+        if self.defer and type(out) is (_TORCH_TENSOR[0] or _torch().Tensor):
+            size = x.nbytes + out.nbytes
+            if self._pending_bytes + size <= self.defer_bytes:
+                self._pending.append((x, weight, out, bias, _versions(x, weight, out, bias)))
+                self._pending_bytes += size
+                return
+        self._linear_now(x, weight, out, bias)
+
+    def _linear_now(self, x, weight, out, bias) -> None:
+        """:meth:`check_linear` after sampling: the lean path, else :func:`verify`."""
+        st = self.stats
         if self.cache_weights:
             t0 = time.perf_counter()
             if self._lean_linear(x, weight, out, bias):
@@ -385,11 +433,23 @@ class Guard(contextlib.ContextDecorator):
         return pre
 
 
+def _versions(x, w, out, bias) -> tuple:
+    """The version counters of a deferred product's tensors (an in-place change bumps
+    one); inference tensors, which have none, give None (and are checked as they are)."""
+    try:
+        return (x._version, w._version, out._version,
+                None if bias is None else bias._version)
+    except RuntimeError:
+        return None
+
+
 def _torch():
     """torch, imported (a guard is only made where it is installed), with the lean
     check's dtype table."""
     global _TORCH
     import torch
+
+    _TORCH_TENSOR[0] = torch.Tensor
 
     _CDT.setdefault(torch.float32, torch.float32)
     _CDT.setdefault(torch.bfloat16, torch.float32)
@@ -490,7 +550,12 @@ def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     ``"raise"`` a :class:`ProductCheckError`, ``"warn"`` (a
     :class:`ProductCheckWarning`) or ``"log"`` (logger ``kcontract.freivalds``).
     Keyword options: ``seed``, ``accumulate``, ``false_alarm``, ``max_rows``,
-    ``cache_weights``, ``bound``, ``logger``.  ``guard.stats`` counts calls, checked,
-    failed, skipped and the seconds spent checking.
+    ``cache_weights``, ``bound``, ``logger``, ``defer`` (linear products are recorded and
+    checked when the block ends or at :meth:`Guard.flush`, one after the other: a
+    decode step's small products then cost their checks without the per-call overhead
+    right after each product; a product changed in place before the check is skipped;
+    at most ``defer_bytes`` of inputs and outputs are held, beyond that a product is
+    checked at once).  ``guard.stats`` counts calls, checked, failed, skipped and the
+    seconds spent checking.
     """
     return Guard(sample, on_fail, **kwargs)
