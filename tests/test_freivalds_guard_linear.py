@@ -210,3 +210,13 @@ def test_a_failing_block_drops_its_deferred_checks():
             lin(torch.randn(2, 128))
             raise ValueError("the guarded code failed")
     assert g.checked == 0 and g.stats.skipped == 1 and not g._pending
+
+
+def test_inference_tensors_are_checked_at_once_not_deferred():
+    """They have no version counter, so a later in-place change could not be seen."""
+    lin = torch.nn.Linear(128, 64)
+    with torch.inference_mode(), guard(defer=True) as g:
+        out = lin(torch.randn(3, 128))
+        assert g.checked == 1 and not g._pending
+        out.relu_()  # would have been a false alarm for a deferred check
+    assert g.checked == 1 and g.failed == 0

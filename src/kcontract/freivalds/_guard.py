@@ -315,9 +315,11 @@ class Guard(contextlib.ContextDecorator):
         if self.defer and type(out) is (_TORCH_TENSOR[0] or _torch().Tensor):
             size = x.nbytes + out.nbytes
             if self._pending_bytes + size <= self.defer_bytes:
-                self._pending.append((x, weight, out, bias, _versions(x, weight, out, bias)))
-                self._pending_bytes += size
-                return
+                ver = _versions(x, weight, out, bias)
+                if ver is not None:  # (inference tensors: no counter to see a change by)
+                    self._pending.append((x, weight, out, bias, ver))
+                    self._pending_bytes += size
+                    return
         self._linear_now(x, weight, out, bias)
 
     def _linear_now(self, x, weight, out, bias) -> None:
@@ -433,9 +435,10 @@ class Guard(contextlib.ContextDecorator):
         return pre
 
 
-def _versions(x, w, out, bias) -> tuple:
+def _versions(x, w, out, bias) -> Optional[tuple]:
     """The version counters of a deferred product's tensors (an in-place change bumps
-    one); inference tensors, which have none, give None (and are checked as they are)."""
+    one); None for inference tensors, which have none (their products are checked at
+    once, never deferred)."""
     try:
         return (x._version, w._version, out._version,
                 None if bias is None else bias._version)
