@@ -26,10 +26,12 @@ Rows:
   skinny   M x K times K x N with M = 1 .. 128 (decode), through the guard's
            weight cache (torch), float32 and bfloat16: Guard.check_linear right after
            each product;
-  decode   the same shapes as a decode step: --decode-layers products (distinct weights),
-           each recorded by a deferring guard (defer=True) right after it and checked in
-           its flush at the end of the step; per product (records + flush) / layers
-           against the mean floor of the same products;
+  decode   the same shapes as a decode step, L*MxKxN: L products (distinct weights;
+           --decode-layers, fewer where the weights would pass 2 GiB), each recorded by a
+           deferring guard (defer=True) right after it and checked in its flush at the end
+           of the step; per product (records + flush) / L against the mean floor of the
+           same products (the flush's first check runs from cold caches, the others
+           much faster: more layers per step amortise it);
   attn     attention's batched q k^T (batch x heads matrices of T x D times D x T,
            float32) with the strided layouts of a fused q/k/v projection, numpy and
            torch; the floor is the three batched matrix-vector products.
@@ -55,6 +57,8 @@ from kcontract.freivalds._guard import Guard
 from kcontract.freivalds._screen import signs
 
 GOAL = 1.2
+#: the decode rows' distinct weights take at most this much memory
+DECODE_BYTES = 2 << 30
 
 
 def openblas_threads() -> str:
@@ -359,9 +363,10 @@ def main(argv=None) -> int:
                     help="K x N of the skinny products")
     ap.add_argument("--attention", nargs="*", default=["4x6x128x64", "2x16x512x64"],
                     help="batch x heads x tokens x head size of the batched q k^T products")
-    ap.add_argument("--decode-layers", type=int, default=4,
+    ap.add_argument("--decode-layers", type=int, default=16,
                     help="layers of the 'decode' rows (0: none): a step's products of one "
-                         "skinny shape, checked by a deferring guard")
+                         "skinny shape, checked by a deferring guard (fewer where their "
+                         "distinct weights would take more than 2 GiB)")
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--backends", nargs="+", default=["numpy", "torch"])
     ap.add_argument("--reps", type=int, default=9)
@@ -441,13 +446,16 @@ def main(argv=None) -> int:
                         rows.append({"kind": "skinny", "M": M, "K": K, "N": N,
                                      "backend": "torch", "dtype": dtype, **m})
                         if args.decode_layers:
-                            steps, g = decode_step(torch, M, K, N, dtype, args.device,
-                                                   args.decode_layers)
+                            # distinct weights (and, for bfloat16 on a CPU, their float32
+                            # copies for the product) within DECODE_BYTES
+                            per = K * N * (4 if dtype == "float32" else 6)
+                            L = max(2, min(args.decode_layers, DECODE_BYTES // per))
+                            steps, g = decode_step(torch, M, K, N, dtype, args.device, L)
                             m = measure_step(steps, g, args.reps, sync)
-                            print(fmt_row("decode", f"{M}x{K}x{N}", "torch", dtype, m),
+                            print(fmt_row("decode", f"{L}*{M}x{K}x{N}", "torch", dtype, m),
                                   flush=True)
                             rows.append({"kind": "decode", "M": M, "K": K, "N": N,
-                                         "layers": args.decode_layers, "backend": "torch",
+                                         "layers": L, "backend": "torch",
                                          "dtype": dtype, **m})
                             del steps, g
                         if args.bound and dtype == "float32" and args.device == "cpu":
