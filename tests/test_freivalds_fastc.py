@@ -88,17 +88,21 @@ ISAS = [0, 1, 2]  # plain C, AVX2 with FMA, AVX-512 (each at most what the CPU h
 @pytest.mark.parametrize("shape", [(1, 1), (3, 2), (4, 31), (5, 32), (9, 33), (17, 64),
                                    (1, 4097), (130, 1000), (7, 0), (0, 9)])
 @pytest.mark.parametrize("isa", ISAS)
-def test_bf16_gemv_is_float32_accurate(shape, isa):
-    """out = X v for bfloat16 X: within float32 accumulation's bound of the float64
-    product, for every row count (the four-row blocks and their rest) and K (pairs, the
-    vector loop's rest, an odd last column), with each instruction set."""
+@pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
+def test_16bit_gemv_is_float32_accurate(shape, isa, dt):
+    """out = X v for bfloat16 / float16 X: within float32 accumulation's bound of the
+    float64 product, for every row count (the four-row blocks and their rest) and K (pairs,
+    the vector loop's rest, an odd last column), with each instruction set (float16:
+    subnormals and the largest finite value too)."""
     rng = np.random.default_rng(shape[0] * 1000 + shape[1])
-    X = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(
-        ml_dtypes.bfloat16)
+    scale = 10.0 ** rng.integers(-3, 4, shape) if dt is not np.float16 else 1.0
+    X = (rng.standard_normal(shape) * scale).astype(dt)
+    if dt is np.float16 and X.size >= 3:
+        X.flat[0], X.flat[1], X.flat[2] = 6e-8, -3e-5, 65504.0  # subnormals, the largest
     for v in (np.where(rng.random(shape[1]) < 0.5, -1.0, 1.0).astype(np.float32),
               (rng.standard_normal(shape[1]) * 100).astype(np.float32)):
         out = np.full(shape[0], np.nan, dtype=np.float32)
-        used = fastc.gemv16(X.view(np.uint16), v, out, isa)
+        used = fastc.gemv16(X.view(np.uint16), v, out, isa, dt is np.float16)
         assert 0 <= used <= isa
         X64 = X.astype(np.float64)
         ref = X64 @ v.astype(np.float64)
@@ -123,14 +127,15 @@ def test_bf16_gemv_reads_row_slices_and_unaligned_starts(isa):
         fastc.gemv16(X.view(np.uint16), np.ones(100, np.float32), np.empty(40, np.float32))
 
 
-def test_bf16_gemv_instruction_sets_agree_to_rounding():
+@pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
+def test_16bit_gemv_instruction_sets_agree_to_rounding(dt):
     rng = np.random.default_rng(10)
-    X = rng.standard_normal((64, 2049)).astype(ml_dtypes.bfloat16)
+    X = rng.standard_normal((64, 2049)).astype(dt)
     v = rng.standard_normal(2049).astype(np.float32)
     outs = []
     for isa in ISAS:
         o = np.empty(64, np.float32)
-        fastc.gemv16(X.view(np.uint16), v, o, isa)
+        fastc.gemv16(X.view(np.uint16), v, o, isa, dt is np.float16)
         outs.append(o)
     for o in outs[1:]:
         assert np.allclose(o, outs[0], rtol=1e-5, atol=1e-4)

@@ -39,7 +39,7 @@ def counting(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("M", [1, 16, 300])
 def test_a_cached_linear_check_takes_the_compiled_path_and_passes(monkeypatch, dtype, bias,
@@ -57,7 +57,7 @@ def test_a_cached_linear_check_takes_the_compiled_path_and_passes(monkeypatch, d
     assert res.passed and res.shape == ((), M, 512, 384) and 0.0 <= res.ratio <= 1.0
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 def test_the_compiled_linear_check_decides_as_verify(dtype, bias):
     """Its screen ratio is the one verify computes with the same seed and projection."""
@@ -73,7 +73,7 @@ def test_the_compiled_linear_check_decides_as_verify(dtype, bias):
         assert ref.passed and ref.screen_ratio == ratio
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("M", [1, 16, 256])
 def test_one_wrong_element_is_caught_every_time(dtype, bias, M):
@@ -97,7 +97,7 @@ def test_one_wrong_element_is_caught_every_time(dtype, bias, M):
         assert (i, j) in ei.value.result.suspect_elements
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_an_updated_weight_or_bias_is_never_checked_against_its_old_projection(dtype):
     x, w, b = layer(32, 512, 256, dtype, True, 3)
     with torch.no_grad():

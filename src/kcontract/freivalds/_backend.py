@@ -134,10 +134,11 @@ class _Widener:
         return b.view(np.float32)
 
 
-def _bf16_matvec(X, v, out, full) -> bool:
-    """out[idx] = X[idx] v[idx] for bfloat16 matrices whose rows are contiguous, by the
-    compiled kernel (``_fastc.gemv16``: float32 accumulation, on the calling thread);
-    False (out partly written) where a matrix's layout does not allow it."""
+def _half_matvec(X, v, out, full) -> bool:
+    """out[idx] = X[idx] v[idx] for bfloat16 or float16 matrices whose rows are contiguous,
+    by the compiled kernel (``_fastc.gemv16``: float32 accumulation, on the calling
+    thread); False (out partly written) where a matrix's layout does not allow it."""
+    f16 = X.dtype == np.float16
     for idx in np.ndindex(*full):
         xi = X[sub_index(idx, X.shape[:-2])]
         vi = v if v.ndim == 1 else v[sub_index(idx, v.shape[:-1])]
@@ -145,7 +146,7 @@ def _bf16_matvec(X, v, out, full) -> bool:
             return False
         try:
             _fastc.gemv16(xi.view(np.uint16), np.ascontiguousarray(vi, dtype=np.float32),
-                          out[idx])
+                          out[idx], -1, f16)
         except ValueError:
             return False
     return True
@@ -215,9 +216,10 @@ class NumpyOps:
         M, K = X.shape[-2:]
         full = np.broadcast_shapes(X.shape[:-2], v.shape[:-1])
         out = np.empty(full + (M,), dtype=cdtype)
-        if X.dtype == _BF16 and np.dtype(cdtype) == np.float32 and _fastc is not None:
-            # bfloat16: the helper's kernel reads the matrix once in its own bytes
-            if _bf16_matvec(X, v, out, full):
+        if (X.dtype == _BF16 or X.dtype == np.float16) and np.dtype(cdtype) == np.float32 \
+                and _fastc is not None:
+            # 16-bit: the helper's kernel reads the matrix once in its own bytes
+            if _half_matvec(X, v, out, full):
                 return out
         if np.dtype(cdtype) == np.float32 and _mkl.available(X.dtype):
             # 16-bit operands: MKL's mixed-precision product reads them in their own

@@ -458,7 +458,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         return None
     name, cname = kind
     narrow = cname != name
-    if narrow and not (ah.dtype == _BF16 and _fastc is not None or _mkl.available(ah.dtype)):
+    if narrow and not (_fastc is not None or _mkl.available(ah.dtype)):
         return None
     if bias is not None and tuple(bias.shape) != (N,):
         return None
@@ -466,12 +466,12 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     pr = None
     if pre is not None:
         pr = pre(_Shim(a=a, b=b, c=c, ops=ops, M=M, K=K, N=N), cdt)
-    if _fastc is not None and (not narrow or ah.dtype == _BF16):  # one compiled call
+    if _fastc is not None:  # one compiled call
         zoff = 0.0  # a bias's b . r, with this call's signs (the compiled call draws the same)
         if bias is not None:
             zoff = float(ops.take(bias, ()) @ (pr.r if pr is not None else signs(
                 seed, 0, N, np.float32 if cname == "float32" else np.float64)))
-        if narrow:  # the helper's bfloat16 kernel
+        if narrow:  # the helper's 16-bit kernel
             res = _fast_compiled16(ah, bh, ch, M, K, N, seed, pfa, torch is None, pr, zoff, ops)
         elif torch is None:  # numpy's BLAS
             res = _fast_compiled(a, b, c, M, K, N, name, seed, pfa, _cblas.gemv())
@@ -488,7 +488,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
         rd = r if torch is None else torch.from_numpy(r)
         yt = ops.matvec(b, rd, cdt)
-    if narrow and pr is not None and ah.dtype != _BF16:  # y's 16-bit columns, made once
+    if narrow and pr is not None and _fastc is None:  # y's MKL columns, made once
         cols = pr.cols.get(ah.dtype)
         if cols is None:
             cols = pr.cols[ah.dtype] = _mkl.columns(ops.host_view(yt), ah.dtype)
@@ -588,10 +588,11 @@ def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
 
 
 def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
-                  fns: dict) -> Optional[float]:
+                  fns: dict, f16: bool = False) -> Optional[float]:
     """The guard's check of a linear product with a cached weight projection, on host
-    views: x (M x K; float32, or bfloat16 bits), out (M x N; float32, or bfloat16 bits
-    with bfloat16 x), r and y = W^T r (float32, contiguous), the weight's rms row norm
+    views: x (M x K; float32, or bfloat16 bits -- float16 bits with ``f16``), out (M x N;
+    float32, or the 16-bit x's format), r and y = W^T r (float32, contiguous), the weight's
+    rms row norm
     ``brms``, a bias's b . r (``zoff``), the BLAS gemv ``fns`` (a float32 out's C r).
     The compiled stage 1 and the screen of verify's common call with a given projection
     (the same numbers and decision as :func:`_fast_compiled` / :func:`_fast_compiled16`
@@ -599,13 +600,13 @@ def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
     None where one does not or the statistics do not decide (verify then does)."""
     M, K = xh.shape
     N = ch.shape[1]
-    plan = scratch(("lean", M, K, N, xh.itemsize, ch.itemsize),
-                   lambda: _lean_plan(M, K, N, xh.itemsize, ch.itemsize))
+    plan = scratch(("lean", M, K, N, xh.itemsize, ch.itemsize, f16),
+                   lambda: _lean_plan(M, K, N, xh.itemsize, ch.itemsize, f16))
     z, w, buf, k, rows, kmed, k9, units, coef = plan
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns["float32"], fns["ilp64"], xh, y, ch, 0, 0,
                                                  r, y, z, w, buf, i0, k, kmed, k9, rows, True,
-                                                 zoff)
+                                                 zoff, f16)
     if not dmax <= math.inf:
         return None
     one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units, coef)
@@ -615,11 +616,11 @@ def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
     return ratio if ratio <= 1.0 else None
 
 
-def _lean_plan(M: int, K: int, N: int, xitem: int, citem: int) -> tuple:
+def _lean_plan(M: int, K: int, N: int, xitem: int, citem: int, f16: bool) -> tuple:
     """The per-shape part of :func:`cached_linear` (as :func:`_compiled_plan` /
     :func:`_compiled_plan16` make it)."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
-    out = "float32" if citem == 4 else "bfloat16"
+    out = "float32" if citem == 4 else "float16" if f16 else "bfloat16"
     units = _units_for("float32", out, "float32")
     return (np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
             k, rows, kmed, k9, units, model.screen_cap_coefficients(K, N, units))
@@ -664,11 +665,12 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
                      pr, zoff: float, ops):
-    """:func:`_fast_compiled` for bfloat16 operands (C in bfloat16 or float32): the general
-    path's products (the helper's bfloat16 kernel, ``gemv16``: float32 vectors, float32
-    accumulation; a float32 C through the back end's BLAS gemv) in one compiled call.
-    ``pr``: the guard's cached projection."""
-    c16 = c.dtype == _BF16
+    """:func:`_fast_compiled` for bfloat16 or float16 operands (C in their format or
+    float32): the general path's products (the helper's 16-bit kernel, ``gemv16``: float32
+    vectors, float32 accumulation; a float32 C through the back end's BLAS gemv) in one
+    compiled call.  ``pr``: the guard's cached projection."""
+    c16 = c.dtype == a.dtype
+    f16 = a.dtype == _F16
     vfn, iface = 0, 0
     if not c16:
         fns = _cblas.for_arrays(numpy_arrays)
@@ -678,8 +680,10 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     if not (a.flags.c_contiguous and c.flags.c_contiguous
             and (pr is not None or b.flags.c_contiguous)):
         return False
-    out_name = "bfloat16" if c16 else "float32"
-    plan = scratch(("stage1_16", M, K, N, c16), lambda: _compiled_plan16(M, K, N, out_name))
+    name = "float16" if f16 else "bfloat16"
+    out_name = name if c16 else "float32"
+    plan = scratch(("stage1_16", M, K, N, out_name),
+                   lambda: _compiled_plan16(M, K, N, out_name))
     r, y, z, w, buf, k, rows, kmed, k9, units, coef = plan
     given = pr is not None
     if given:
@@ -693,10 +697,10 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(
         vfn, iface, a.view(np.uint16), y if given else b.view(np.uint16),
         c.view(np.uint16) if c16 else c, seed & _M64, seed >> 64, r, y, z, w, buf, i0, k,
-        kmed, k9, rows, given, zoff)
+        kmed, k9, rows, given, zoff, f16)
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
-                             ("bfloat16", "float32", out_name, "float32"), seed, pfa, ops.name,
+                             (name, "float32", out_name, "float32"), seed, pfa, ops.name,
                              buf, y, coef)
 
 

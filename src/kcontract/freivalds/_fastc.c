@@ -21,10 +21,11 @@
  *       operands through gemv16's kernel; every matrix of a strided batch.
  *   row_noise_batch(a, b, c, items, c2, s2, b2)
  *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
- *   gemv16(x, v, out, isa=-1) -> isa
- *       out = x v in float32 for a bfloat16 matrix x (uint16 bits, contiguous rows) and a
- *       float32 vector v: the matrix read once in its own bytes (AVX-512 / AVX2 / plain C,
- *       chosen at run time; isa 0, 1 or 2 asks for one of them, at most the CPU's).
+ *   gemv16(x, v, out, isa=-1, f16=0) -> isa
+ *       out = x v in float32 for a bfloat16 (f16: float16) matrix x (uint16 bits,
+ *       contiguous rows) and a float32 vector v: the matrix read once in its own bytes
+ *       (AVX-512 / AVX2 / plain C, chosen at run time; isa 0, 1 or 2 asks for one of
+ *       them, at most the CPU's).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -402,6 +403,7 @@ static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, P
  * fused multiply-add and the sums are float32 (per-lane partial sums, then the lanes):
  * a float32 accumulation of K terms, as a float32 BLAS gemv makes. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define KC_X86 1
 #endif
@@ -524,7 +526,76 @@ static void bf16_rows_avx512(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_
 }
 #endif
 
-/* the instruction set bf16_rows uses: 2 AVX-512, 1 AVX2 with FMA, 0 plain C */
+/* ---- float16 matrix times float32 vector, float32 accumulation ----------------------
+ * the same product for IEEE half-precision X (bits): each element widened exactly (the
+ * CPU's conversion instruction where it has one, f16_to_f32 elsewhere) and multiplied by
+ * v in a fused multiply-add; four rows share each load of v. */
+static void f16_rows_c(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                       const float *v, float *out) {
+    for (Py_ssize_t i = 0; i < M; i++) {
+        const uint16_t *x0 = X + i * ld;
+        float s0 = 0.0f;
+        for (Py_ssize_t j = 0; j < K; j++) s0 += f16_to_f32(x0[j]) * v[j];
+        out[i] = s0;
+    }
+}
+
+#ifdef KC_X86
+__attribute__((target("avx2,fma,f16c")))
+static void f16_rows_avx2(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                          const float *v, float *out) {
+    Py_ssize_t kv = K & ~(Py_ssize_t)7;
+    for (Py_ssize_t i = 0; i < M; i += 4) {
+        int nr = M - i < 4 ? (int)(M - i) : 4;
+        const uint16_t *x[4];
+        for (int r = 0; r < 4; r++) x[r] = X + (i + (r < nr ? r : 0)) * ld;
+        __m256 a[4];
+        for (int r = 0; r < 4; r++) a[r] = _mm256_setzero_ps();
+        for (Py_ssize_t j = 0; j < kv; j += 8) {
+            __m256 e = _mm256_loadu_ps(v + j);
+            for (int r = 0; r < 4; r++) {
+                __m128i h = _mm_loadu_si128((const __m128i *)(x[r] + j));
+                a[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(h), e, a[r]);
+            }
+        }
+        float s[4];
+        for (int r = 0; r < 4; r++) {
+            s[r] = hsum256(a[r]);
+            for (Py_ssize_t j = kv; j < K; j++) s[r] += f16_to_f32(x[r][j]) * v[j];
+        }
+        memcpy(out + i, s, (size_t)nr * sizeof(float));
+    }
+}
+
+__attribute__((target("avx512f")))
+static void f16_rows_avx512(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                            const float *v, float *out) {
+    Py_ssize_t kv = K & ~(Py_ssize_t)15;
+    for (Py_ssize_t i = 0; i < M; i += 4) {
+        int nr = M - i < 4 ? (int)(M - i) : 4;
+        const uint16_t *x[4];
+        for (int r = 0; r < 4; r++) x[r] = X + (i + (r < nr ? r : 0)) * ld;
+        __m512 a[4];
+        for (int r = 0; r < 4; r++) a[r] = _mm512_setzero_ps();
+        for (Py_ssize_t j = 0; j < kv; j += 16) {
+            __m512 e = _mm512_loadu_ps(v + j);
+            for (int r = 0; r < 4; r++) {
+                __m256i h = _mm256_loadu_si256((const __m256i *)(x[r] + j));
+                a[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), e, a[r]);
+            }
+        }
+        float s[4];
+        for (int r = 0; r < 4; r++) {
+            s[r] = _mm512_reduce_add_ps(a[r]);
+            for (Py_ssize_t j = kv; j < K; j++) s[r] += f16_to_f32(x[r][j]) * v[j];
+        }
+        memcpy(out + i, s, (size_t)nr * sizeof(float));
+    }
+}
+#endif
+
+/* the instruction set the 16-bit kernels use: 2 AVX-512, 1 AVX2 with FMA (and F16C for
+ * float16), 0 plain C */
 static int bf16_isa(void) {
 #ifdef KC_X86
     static int isa = -1;
@@ -539,11 +610,42 @@ static int bf16_isa(void) {
 #endif
 }
 
-/* out = X v (M x K bfloat16 bits, leading dimension ld; v, out float32) on the calling
- * thread, with the instruction set `isa` (at most the CPU's: -1 the CPU's own); -1 where
- * the scratch for v's halves cannot be had */
-static int bf16_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
-                     const float *v, float *out, int isa) {
+static int f16c_ok(void) {
+#ifdef KC_X86
+    static int ok = -1;
+    if (ok < 0) {
+        unsigned a, b, c, d;
+        ok = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    }
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+/* the instruction set half_gemv runs with for `isa` (-1: the CPU's own; at most the
+ * CPU's; float16 with AVX2 needs F16C too) */
+static int half_isa(int isa, int f16) {
+    int cpu = bf16_isa();
+    if (f16 && cpu == 1 && !f16c_ok()) cpu = 0;
+    return isa < 0 || isa > cpu ? cpu : isa;
+}
+
+/* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
+ * float32) on the calling thread, with the instruction set `isa` (see half_isa); -1
+ * where the scratch for v's halves cannot be had */
+static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                     const float *v, float *out, int isa, int f16) {
+    isa = half_isa(isa, f16);
+    if (f16) {
+#ifdef KC_X86
+        if (isa == 2) f16_rows_avx512(X, ld, M, K, v, out);
+        else if (isa == 1) f16_rows_avx2(X, ld, M, K, v, out);
+        else
+#endif
+            f16_rows_c(X, ld, M, K, v, out);
+        return 0;
+    }
     Py_ssize_t h = K / 2;
     float stack[2 * 1024], *ve = stack;
     if (h > 1024 && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
@@ -552,8 +654,6 @@ static int bf16_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         ve[j] = v[2 * j];
         vo[j] = v[2 * j + 1];
     }
-    int cpu = bf16_isa();
-    if (isa < 0 || isa > cpu) isa = cpu;
 #ifdef KC_X86
     if (isa == 2) bf16_rows_avx512(X, ld, M, K, ve, vo, v, out);
     else if (isa == 1) bf16_rows_avx2(X, ld, M, K, ve, vo, v, out);
@@ -564,14 +664,16 @@ static int bf16_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
     return 0;
 }
 
-/* gemv16(x, v, out, isa=-1) -> the instruction set used: out = x v for a 2-D bfloat16
- * array x (any buffer of 2-byte items whose rows are contiguous) and float32 v, out */
+/* gemv16(x, v, out, isa=-1, f16=0) -> the instruction set used: out = x v for a 2-D
+ * bfloat16 (f16: float16) array x (any buffer of 2-byte items whose rows are contiguous)
+ * and float32 v, out */
 static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1)");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1, f16=0)");
         return NULL;
     }
-    int isa = nargs == 4 ? (int)PyLong_AsLong(args[3]) : -1;
+    int isa = nargs >= 4 ? (int)PyLong_AsLong(args[3]) : -1;
+    int f16 = nargs == 5 ? PyObject_IsTrue(args[4]) : 0;
     if (PyErr_Occurred()) return NULL;
     Py_buffer x, v, out;
     if (PyObject_GetBuffer(args[0], &x, PyBUF_STRIDES) < 0) return NULL;
@@ -584,8 +686,8 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (ok) {
         Py_ssize_t ld = x.shape[0] <= 1 ? x.shape[1] : x.strides[0] / 2;
         Py_BEGIN_ALLOW_THREADS
-        rc = bf16_gemv((const uint16_t *)x.buf, ld, x.shape[0], x.shape[1],
-                       (const float *)v.buf, (float *)out.buf, isa);
+        rc = half_gemv((const uint16_t *)x.buf, ld, x.shape[0], x.shape[1],
+                       (const float *)v.buf, (float *)out.buf, isa, f16);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
@@ -594,27 +696,29 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (rc < 0) return PyErr_NoMemory();
-    int used = bf16_isa();
-    return PyLong_FromLong(isa < 0 || isa > used ? used : isa);
+    return PyLong_FromLong(half_isa(isa, f16));
 }
 
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows,
- *        y_given, zoff) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2, sum y^2)
+ *        y_given, zoff, f16=False) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
+ *        sum y^2)
  * r = the signs of (seed, stream 0); y = B r (y_given: r and y are the caller's), z = A y,
  * w = C r, then screen_stats on z, w, the k rows of C and A from row i0 (rows > 0: all
  * rows, the largest) and y, with d = |z + zoff - w| (zoff: a bias's b . r).
  * float32 / float64: a, b, c, r, y, z, w C-contiguous arrays of one dtype, of shapes
  * (M, K), (K, N), (M, N), (N,), (K,), (M,), (M,), the products through the BLAS gemv at
  * address fn (interface ilp64: see gemv) -- the BLAS the back end itself calls, with the
- * arguments it passes.  bfloat16 operands: a and b of bfloat16 bits (2-byte items), c of
- * bfloat16 bits or float32, r, y, z, w float32; the 16-bit products by bf16_gemv, a
- * float32 c's by the BLAS gemv at fn.  buf: float64 scratch of 2 M. */
+ * arguments it passes.  16-bit operands: a and b of bfloat16 bits (float16 bits with f16;
+ * 2-byte items), c of the same format's bits or float32, r, y, z, w float32; the 16-bit
+ * products by half_gemv, a float32 c's by the BLAS gemv at fn.  buf: float64 scratch of 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 19) {
+    if (nargs != 19 && nargs != 20) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
-                                         "w, buf, i0, k, kmed, k9, rows, y_given, zoff)");
+                                         "w, buf, i0, k, kmed, k9, rows, y_given, zoff, "
+                                         "f16=False)");
         return NULL;
     }
+    int f16 = nargs == 20 ? PyObject_IsTrue(args[19]) : 0;
     int y_given = PyObject_IsTrue(args[17]);
     double zoff = PyFloat_AsDouble(args[18]);
     uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
@@ -660,10 +764,10 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (narrow) {
         if (!y_given) {
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
-            rc |= bf16_gemv(B->buf, N, K, N, R->buf, Y->buf, -1);
+            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16);
         }
-        rc |= bf16_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1);
-        if (c16) rc |= bf16_gemv(C->buf, N, M, N, R->buf, W->buf, -1);
+        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16);
+        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16);
         else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
@@ -689,8 +793,8 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     double dmax, dk, dk9;
     order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
-    int kind = dbl ? 1 : narrow ? 2 : 0;
-    double css = block_sumsq(C->buf, c16 ? 2 : narrow ? 0 : kind, rows, M, N, i0, k);
+    int kind = dbl ? 1 : narrow ? (f16 ? 3 : 2) : 0;
+    double css = block_sumsq(C->buf, c16 ? kind : narrow ? 0 : kind, rows, M, N, i0, k);
     double ass = block_sumsq(A->buf, kind, rows, M, K, i0, k);
     double yss = sumsq_n(Y->buf, K, dbl ? 1 : 0);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);

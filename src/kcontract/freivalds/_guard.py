@@ -176,7 +176,8 @@ class Guard(contextlib.ContextDecorator):
         if last is None or isinstance(last, FreivaldsResult):
             return last
         ratio, seed, (M, K, N), dt = last
-        name = "float32" if dt is _torch().float32 else "bfloat16"
+        torch = _torch()
+        name = {torch.float32: "float32", torch.float16: "float16"}.get(dt, "bfloat16")
         return FreivaldsResult(passed=True, reason="verified", suspect_rows=[], suspects=[],
                                threshold=np.asarray(np.nan), ratio=ratio,
                                false_alarm=self.false_alarm, screen_ratio=ratio,
@@ -304,8 +305,8 @@ class Guard(contextlib.ContextDecorator):
     def check_linear(self, x, weight, out, bias=None) -> None:
         """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as the guard
         does for each one it intercepts (counted in :attr:`stats`, a failure handled by
-        ``on_fail``).  On a CPU, for float32 and bfloat16 tensors with a cached weight
-        projection, the common case runs in one compiled call from host views of x and
+        ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
+        weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
         st = self.stats
         if self.sample < 1.0 and self._rng.random() >= self.sample:
@@ -345,7 +346,7 @@ class Guard(contextlib.ContextDecorator):
 
     def _lean_linear(self, x, w, out, bias) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
-        (or bfloat16) x and out, a weight whose projection W^T r is cached (from an
+        (or bfloat16, float16) x and out, a weight whose projection W^T r is cached (from an
         earlier check of it), a bias's b . r cached beside it: :func:`._core.cached_linear`
         (verify's compiled stage 1 and screen) with a seed from the guard's own sequence.
         True where every row clears the screen; False where this path does not apply or
@@ -375,7 +376,7 @@ class Guard(contextlib.ContextDecorator):
             out = out.detach()
         if dt is torch.float32:
             xh, ch = x.numpy(), out.numpy()
-        else:  # bfloat16 bits
+        else:  # bfloat16 / float16 bits
             xh, ch = x.view(torch.int16).numpy(), out.view(torch.int16).numpy()
         K, N = y.shape[0], r.shape[0]
         if xh.ndim != 2 or ch.ndim != 2:
@@ -390,7 +391,8 @@ class Guard(contextlib.ContextDecorator):
             return False
         self._n += 1
         seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
-        ratio = _core.cached_linear(xh, ch, r, y, proj.b_rms, zoff, seed, fns)
+        ratio = _core.cached_linear(xh, ch, r, y, proj.b_rms, zoff, seed, fns,
+                                    dt is torch.float16)
         if ratio is None:
             return False
         self._last = (ratio, seed, (xh.shape[0], K, N), dt)
@@ -454,8 +456,8 @@ def _torch():
 
     _TORCH_TENSOR[0] = torch.Tensor
 
-    _CDT.setdefault(torch.float32, torch.float32)
-    _CDT.setdefault(torch.bfloat16, torch.float32)
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        _CDT.setdefault(dt, torch.float32)
     _TORCH = torch
     return torch
 

@@ -18,9 +18,9 @@ a power of two into its range), three columns of one product.
 Where MKL is not there (no torch, another architecture), :func:`matvec` returns
 None and the caller widens the matrix chunk by chunk instead.
 
-bfloat16 matrices go to the compiled helper's own kernel first (``_fastc.gemv16``: one
-pass over the matrix with a float32 vector, no splitting, no MKL needed); this module
-serves float16, and bfloat16 where the helper could not be built.
+bfloat16 and float16 matrices go to the compiled helper's own kernel first
+(``_fastc.gemv16``: one pass over the matrix with a float32 vector, no splitting, no MKL
+needed); this module serves them where the helper could not be built.
 """
 from __future__ import annotations
 
