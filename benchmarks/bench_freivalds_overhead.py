@@ -86,6 +86,17 @@ def load_average() -> str:
         return "unknown"
 
 
+def summary(t_mm, t_v, t_f, after) -> dict:
+    """The figures of a measurement: medians (and minima) of the product, check and floor
+    times, their ratio, and the products' times after checks and after floors."""
+    med = statistics.median
+    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
+            "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
+            "verify_min_s": min(t_v), "floor_min_s": min(t_f),
+            "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
+            "interference": med(after[0]) / med(after[1])}
+
+
 def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
     """Interleaved timings: (product, check) and (product, floor) pairs in
     alternating order, each timed right after its product."""
@@ -119,12 +130,7 @@ def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
                 dt, _ = timed(floor, C)
                 t_f.append(dt)
             del C
-    med = statistics.median
-    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
-            "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
-            "verify_min_s": min(t_v), "floor_min_s": min(t_f),
-            "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
-            "interference": med(after[0]) / med(after[1])}
+    return summary(t_mm, t_v, t_f, after)
 
 
 def square_cases(n: int, dtype: str, backends, torch, device):
@@ -312,12 +318,7 @@ def measure_step(steps, guard, reps: int, sync=lambda: None) -> dict:
                 t_v.append(total / L)
             else:
                 t_f.append(total / L)
-    med = statistics.median
-    return {"matmul_s": med(t_mm), "verify_s": med(t_v), "floor_s": med(t_f),
-            "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
-            "verify_min_s": min(t_v), "floor_min_s": min(t_f),
-            "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
-            "interference": med(after[0]) / med(after[1])}
+    return summary(t_mm, t_v, t_f, after)
 
 
 def attention_cases(B: int, H: int, T: int, D: int, backends, torch, device):
