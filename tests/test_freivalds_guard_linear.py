@@ -220,3 +220,16 @@ def test_inference_tensors_are_checked_at_once_not_deferred():
         assert g.checked == 1 and not g._pending
         out.relu_()  # would have been a false alarm for a deferred check
     assert g.checked == 1 and g.failed == 0
+
+
+def test_a_deferred_failure_raises_when_the_block_ends():
+    x, w, b = layer(4, 512, 256, torch.float32, True, 24)
+    good = product(x, w, b)  # made outside the block: the guard would check it too
+    bad = good.clone()
+    bad[1, 3] += 1e-2 * float(bad.abs().max())
+    with pytest.raises(ProductCheckError) as ei:
+        with guard(seed=7, defer=True) as g:
+            g.check_linear(x, w, good, b)
+            g.check_linear(x, w, bad, b)
+            assert g.checked == 0  # nothing checked inside the block
+    assert (1, 3) in ei.value.result.suspect_elements and g.checked == 2 and g.failed == 1

@@ -18,7 +18,7 @@
  *   stage1(...), stage1_batch(...)
  *       the signs, the three matrix-vector products and the statistics above in one call:
  *       one float32 / float64 matrix through the back end's BLAS, or one with bfloat16
- *       operands through gemv16's kernel; every matrix of a strided batch.
+ *       or float16 operands through gemv16's kernels; every matrix of a strided batch.
  *   row_noise_batch(a, b, c, items, c2, s2, b2)
  *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
  *   gemv16(x, v, out, isa=-1, f16=0) -> isa
