@@ -233,3 +233,18 @@ def test_a_deferred_failure_raises_when_the_block_ends():
             g.check_linear(x, w, bad, b)
             assert g.checked == 0  # nothing checked inside the block
     assert (1, 3) in ei.value.result.suspect_elements and g.checked == 2 and g.failed == 1
+
+
+def test_an_inference_tensor_bias_goes_through_verify():
+    x, w, _ = layer(8, 256, 128, torch.float32, False, 25)
+    with torch.inference_mode():
+        b = torch.randn(128)
+        out = F.linear(x, w, b)
+    g = Guard(seed=8)
+    for _ in range(3):
+        g.check_linear(x, w, out, b)
+    assert g.checked == 3 and g.failed == 0 and g.stats.errors == 0
+    bad = out.clone()
+    bad[0, 0] += 1.0
+    with pytest.raises(ProductCheckError):
+        g.check_linear(x, w, bad, b)

@@ -399,11 +399,15 @@ class Guard(contextlib.ContextDecorator):
         return True
 
     def _bias_dot(self, bias, dt, r):
-        """b . r for a cached bias (as the common call computes it), or None."""
+        """b . r for a bias (as the common call computes it), cached on the tensor, its
+        version and memory; None where this path does not take it."""
         torch = _TORCH or _torch()
         if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):
             return None
-        key = (id(bias), bias._version, r.shape[0], dt)
+        try:
+            key = (id(bias), bias._version, bias.data_ptr(), r.shape[0], dt)
+        except RuntimeError:  # an inference tensor: no version counter to cache it by
+            return None
         hit = self._bias.get(id(bias))
         if hit is not None and hit[0] == key and hit[1]() is bias:
             return hit[2]
