@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -136,7 +137,7 @@ def median_rows(x: np.ndarray) -> np.ndarray:
 
 
 def screen_cap(c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,
-               units: Units) -> np.ndarray:
+               units: Units, coef: Optional[tuple] = None) -> np.ndarray:
     """Model-based ceiling for the stage-1 noise scale of one matrix.
 
     ``c_norm``: a typical row norm of C; ``s_norm``: a typical
@@ -145,12 +146,13 @@ def screen_cap(c_norm: np.ndarray, s_norm: np.ndarray, K: int, N: int,
     walk plus drift: u_acc^2 K (||C_i||^2/3 + S_i^2/2) / 3), its output rounding
     (u_out^2 ||C_i||^2 / 3) and the check's own float32 rounding in B r, A y and
     C r (u_check^2 (N S_i^2 + K S_i^2 + N ||C_i||^2) / 6); CAP_SLACK covers
-    moderate cancellation.
+    moderate cancellation.  ``coef``: :func:`screen_cap_coefficients` of (K, N, units),
+    where the caller keeps them.
     """
     if not isinstance(c_norm, float):
         c_norm = np.asarray(c_norm, dtype=np.float64)
         s_norm = np.asarray(s_norm, dtype=np.float64)
-    alpha, beta = screen_cap_coefficients(K, N, units)
+    alpha, beta = coef if coef is not None else screen_cap_coefficients(K, N, units)
     var = alpha * (c_norm * c_norm) + beta * (s_norm * s_norm)
     return CAP_SLACK * var ** 0.5
 

@@ -291,10 +291,7 @@ def scale_from_stats(M: int, K: int, N: int, k: int, k9: int, dmax: float, dk: f
         brms = math.sqrt(yss / K)
     cn = math.sqrt(css / k) if math.isfinite(css) else 0.0
     sn = math.sqrt(ass / k) * brms
-    if coef is None:
-        cap = model.screen_cap(cn, sn, K, N, units)
-    else:  # model.screen_cap with its coefficients known
-        cap = model.CAP_SLACK * (coef[0] * (cn * cn) + coef[1] * (sn * sn)) ** 0.5
+    cap = model.screen_cap(cn, sn, K, N, units, coef)
     if M < model.MIN_CALIBRATION_ROWS:
         return None, dmax, cap, False
     med_d = dk if k9 < 0 else max(dk, dk9 * (model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL))
