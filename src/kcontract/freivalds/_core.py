@@ -600,9 +600,14 @@ def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
     None where one does not or the statistics do not decide (verify then does)."""
     M, K = xh.shape
     N = ch.shape[1]
-    plan = scratch(("lean", M, K, N, xh.itemsize, ch.itemsize, f16),
-                   lambda: _lean_plan(M, K, N, xh.itemsize, ch.itemsize, f16))
-    z, w, buf, k, rows, kmed, k9, units, coef = plan
+    if xh.itemsize == 4:  # the per-shape plans (and buffers) of verify's common call
+        plan = scratch(("stage1", M, K, N, _F32), lambda: _compiled_plan(M, K, N, _F32,
+                                                                           "float32"))
+    else:
+        out = "float32" if ch.itemsize == 4 else "float16" if f16 else "bfloat16"
+        plan = scratch(("stage1_16", M, K, N, out), lambda: _compiled_plan16(M, K, N, out))
+    z, w, buf, k, rows, kmed, k9, units = plan[2:10]
+    coef = plan[-1]
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns["float32"], fns["ilp64"], xh, y, ch, 0, 0,
                                                  r, y, z, w, buf, i0, k, kmed, k9, rows, True,
@@ -614,16 +619,6 @@ def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
         return None
     ratio = _screen_ratio(dmax, one[2])
     return ratio if ratio <= 1.0 else None
-
-
-def _lean_plan(M: int, K: int, N: int, xitem: int, citem: int, f16: bool) -> tuple:
-    """The per-shape part of :func:`cached_linear` (as :func:`_compiled_plan` /
-    :func:`_compiled_plan16` make it)."""
-    k, _, rows, kmed, k9 = screen_plan(M, 0)
-    out = "float32" if citem == 4 else "float16" if f16 else "bfloat16"
-    units = _units_for("float32", out, "float32")
-    return (np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
-            k, rows, kmed, k9, units, model.screen_cap_coefficients(K, N, units))
 
 
 def _screen_ratio(dmax: float, scale: float) -> float:
@@ -687,12 +682,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     r, y, z, w, buf, k, rows, kmed, k9, units, coef = plan
     given = pr is not None
     if given:
-        parts = pr.cols.get("stage1_16")
-        if parts is None:
-            parts = pr.cols["stage1_16"] = (np.ascontiguousarray(pr.r, dtype=np.float32),
-                                            np.ascontiguousarray(ops.host_view(pr.y),
-                                                                 dtype=np.float32))
-        r, y = parts
+        r, y = host_parts(pr, ops)
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(
         vfn, iface, a.view(np.uint16), y if given else b.view(np.uint16),
@@ -702,6 +692,18 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              (name, "float32", out_name, "float32"), seed, pfa, ops.name,
                              buf, y, coef)
+
+
+def host_parts(pr, ops=None) -> tuple:
+    """A cached projection's r and y = B r as contiguous float32 host arrays (the 16-bit
+    and the guard's cached checks read them), made once and kept with it."""
+    parts = pr.cols.get("host32")
+    if parts is None:
+        ops = ops if ops is not None else ops_for(pr.y)
+        parts = pr.cols["host32"] = (np.ascontiguousarray(pr.r, dtype=np.float32),
+                                     np.ascontiguousarray(ops.host_view(pr.y),
+                                                          dtype=np.float32))
+    return parts
 
 
 def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:

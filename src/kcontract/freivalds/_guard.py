@@ -30,22 +30,21 @@ from ._core import (DEFAULT_FALSE_ALARM, FreivaldsResult, NonFiniteOperandError,
 from . import _backend, _cblas, _core
 from ._screen import Projection, b_rms, signs
 
-_BF16 = _core._BF16
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
 _SEED_MASK = 2 ** 62 - 1
-_TORCH = None  # torch, once a guard is entered
-_FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
-_TORCH_TENSOR: list = [None]  # torch.Tensor, once torch is imported
 #: Deferred checks (``defer=True``) hold at most this many bytes of inputs and outputs;
 #: beyond it a product is checked at once.
 DEFER_BYTES = 64 << 20
+_TORCH = None  # torch, once a guard needs it (see _torch)
+#: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name)
+_LEAN: dict = {}
+_FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
 
 
 def _mkl_fns() -> dict:
     global _FNS
     _FNS = _cblas.mkl_gemv()
     return _FNS
-_CDT: dict = {}  # a tensor dtype -> the check's compute dtype (float32)
 
 LOG = logging.getLogger("kcontract.freivalds")
 ON_FAIL = ("raise", "warn", "log")
@@ -90,11 +89,20 @@ class _WeightCache:
         self.entries: dict = {}
         self.lock = threading.Lock()
 
+    @staticmethod
+    def version(src):
+        """What a cached vector of ``src`` is valid for: its version counter, memory, shape,
+        strides and dtype; None for inference tensors (no version counter: no caching)."""
+        try:
+            return (src._version, src.data_ptr(), tuple(src.shape), tuple(src.stride()),
+                    src.dtype)
+        except RuntimeError:
+            return None
+
     def get(self, src, transposed: bool, N: int, cdtype, compute):
         key = (id(src), transposed, cdtype)
-        try:
-            ver = (src._version, src.data_ptr(), tuple(src.shape), tuple(src.stride()), src.dtype)
-        except RuntimeError:  # inference tensors have no version counter: no caching
+        ver = self.version(src)
+        if ver is None:
             return compute(), False
         with self.lock:
             ent = self.entries.get(key)
@@ -104,31 +112,17 @@ class _WeightCache:
         with self.lock:
             if len(self.entries) >= self.size:
                 self.entries.pop(next(iter(self.entries)))
-            self.entries[key] = (weakref.ref(src), ver, val, None)
+            self.entries[key] = (weakref.ref(src), ver, val)
         return val, False
 
     def lookup(self, src, transposed: bool, cdtype):
-        """(projection, its host parts or None) where one is cached and still valid for
-        ``src`` (the same object, version, memory, shape and strides), else None."""
+        """The projection cached for ``src`` where it is still valid (the same object and
+        :meth:`version`), else None; nothing is computed."""
         ent = self.entries.get((id(src), transposed, cdtype))
         if ent is None or ent[0]() is not src:
             return None
-        try:
-            ver = (src._version, src.data_ptr(), tuple(src.shape), tuple(src.stride()), src.dtype)
-        except RuntimeError:
-            return None
-        return (ent[2], ent[3]) if ent[1] == ver else None
-
-    def lean_parts(self, src, transposed: bool, cdtype, proj):
-        """Contiguous float32 host copies (r, y) of a cached CPU projection, kept with it."""
-        parts = (np.ascontiguousarray(proj.r, dtype=np.float32),
-                 np.ascontiguousarray(proj.y.detach().numpy(), dtype=np.float32))
-        key = (id(src), transposed, cdtype)
-        with self.lock:
-            ent = self.entries.get(key)
-            if ent is not None and ent[2] is proj:
-                self.entries[key] = ent[:3] + (parts,)
-        return parts
+        ver = self.version(src)
+        return ent[2] if ver is not None and ent[1] == ver else None
 
 
 class Guard(contextlib.ContextDecorator):
@@ -175,9 +169,7 @@ class Guard(contextlib.ContextDecorator):
         last = self._last
         if last is None or isinstance(last, FreivaldsResult):
             return last
-        ratio, seed, (M, K, N), dt = last
-        torch = _torch()
-        name = {torch.float32: "float32", torch.float16: "float16"}.get(dt, "bfloat16")
+        ratio, seed, (M, K, N), name = last
         return FreivaldsResult(passed=True, reason="verified", suspect_rows=[], suspects=[],
                                threshold=np.asarray(np.nan), ratio=ratio,
                                false_alarm=self.false_alarm, screen_ratio=ratio,
@@ -249,13 +241,31 @@ class Guard(contextlib.ContextDecorator):
             self._r[key] = r
         return r
 
-    def _check(self, name: str, a, b, c, bias=None, weight=None, transposed=False,
-               sampled=False):
+    def _sampled_out(self) -> bool:
+        """Whether sampling skips this call (counted as a call, and sampled out)."""
+        if self.sample < 1.0 and self._rng.random() >= self.sample:
+            self.stats.calls += 1
+            self.stats.sampled_out += 1
+            return True
+        return False
+
+    def _count(self, name: str, dt: float, screened: bool) -> None:
+        """A check made: the counters, and the per-op seconds."""
+        st = self.stats
+        st.checked += 1
+        op = st.by_op.get(name)
+        if op is None:
+            op = st.by_op[name] = [0, 0.0, 0, 0.0]
+        op[0] += 1
+        op[1] += dt
+        if screened:  # rows past the screen: the float64 look at them was paid
+            op[2] += 1
+            op[3] += dt
+
+    def _check(self, name: str, a, b, c, bias=None, weight=None, transposed=False):
+        """verify() of one intercepted product (sampling is the caller's)."""
         st = self.stats
         st.calls += 1
-        if not sampled and self.sample < 1.0 and self._rng.random() >= self.sample:
-            st.sampled_out += 1
-            return
         t0 = time.perf_counter()
         try:
             pre = None
@@ -278,15 +288,7 @@ class Guard(contextlib.ContextDecorator):
                 torch.cuda.synchronize(c.device)
             dt = time.perf_counter() - t0
             st.seconds += dt
-        st.checked += 1
-        op = st.by_op.get(name)
-        if op is None:
-            op = st.by_op[name] = [0, 0.0, 0, 0.0]
-        op[0] += 1
-        op[1] += dt
-        if res.screened_rows:  # rows past the screen: the float64 look at them was paid
-            op[2] += 1
-            op[3] += dt
+        self._count(name, dt, bool(res.screened_rows))
         self.last_result = res
         if not res.passed:
             st.failed += 1
@@ -308,12 +310,9 @@ class Guard(contextlib.ContextDecorator):
         ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
-        st = self.stats
-        if self.sample < 1.0 and self._rng.random() >= self.sample:
-            st.calls += 1
-            st.sampled_out += 1
+        if self._sampled_out():
             return
-        if self.defer and type(out) is (_TORCH_TENSOR[0] or _torch().Tensor):
+        if self.defer and type(out) is (_TORCH or _torch()).Tensor:
             size = x.nbytes + out.nbytes
             if self._pending_bytes + size <= self.defer_bytes:
                 ver = _versions(x, weight, out, bias)
@@ -325,24 +324,18 @@ class Guard(contextlib.ContextDecorator):
 
     def _linear_now(self, x, weight, out, bias) -> None:
         """:meth:`check_linear` after sampling: the lean path, else :func:`verify`."""
-        st = self.stats
         if self.cache_weights:
             t0 = time.perf_counter()
             if self._lean_linear(x, weight, out, bias):
                 dt = time.perf_counter() - t0
+                st = self.stats
                 st.calls += 1
-                st.checked += 1
                 st.cache_hits += 1
                 st.seconds += dt
-                op = st.by_op.get("linear")
-                if op is None:
-                    op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
-                op[0] += 1
-                op[1] += dt
+                self._count("linear", dt, False)
                 return
         a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
-        self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True,
-                    sampled=True)
+        self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True)
 
     def _lean_linear(self, x, w, out, bias) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
@@ -354,17 +347,15 @@ class Guard(contextlib.ContextDecorator):
         reports)."""
         torch = _TORCH or _torch()
         dt = x.dtype
-        if type(x) is not torch.Tensor or type(out) is not torch.Tensor \
-                or out.dtype is not dt or w.dtype is not dt or dt not in _CDT \
+        fmt = _LEAN.get(dt)
+        if fmt is None or type(x) is not torch.Tensor or type(out) is not torch.Tensor \
+                or out.dtype is not dt or w.dtype is not dt \
                 or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()):
             return False
-        ent = self._cache.lookup(w, True, _CDT[dt])
-        if ent is None:
+        proj = self._cache.lookup(w, True, fmt[0])
+        if proj is None:
             return False
-        proj, lean = ent
-        if lean is None:  # host copies of r and y, made once per cached projection
-            lean = self._cache.lean_parts(w, True, _CDT[dt], proj)
-        r, y = lean
+        r, y = _core.host_parts(proj)
         zoff = 0.0
         if bias is not None:
             zoff = self._bias_dot(bias, dt, r)
@@ -392,10 +383,10 @@ class Guard(contextlib.ContextDecorator):
         self._n += 1
         seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
         ratio = _core.cached_linear(xh, ch, r, y, proj.b_rms, zoff, seed, fns,
-                                    dt is torch.float16)
+                                    fmt[1] == "float16")
         if ratio is None:
             return False
-        self._last = (ratio, seed, (xh.shape[0], K, N), dt)
+        self._last = (ratio, seed, (xh.shape[0], K, N), fmt[1])
         return True
 
     def _bias_dot(self, bias, dt, r):
@@ -458,10 +449,9 @@ def _torch():
     global _TORCH
     import torch
 
-    _TORCH_TENSOR[0] = torch.Tensor
-
-    for dt in (torch.float32, torch.bfloat16, torch.float16):
-        _CDT.setdefault(dt, torch.float32)
+    for dt, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16"),
+                     (torch.float16, "float16")):
+        _LEAN.setdefault(dt, (torch.float32, name))
     _TORCH = torch
     return torch
 
@@ -488,7 +478,7 @@ def _make_mode(g: Guard):
                     else:
                         a = args[0] if args else kwargs.get("input")
                         b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
-                    if _tensors(a, b, out):
+                    if _tensors(a, b, out) and not g._sampled_out():
                         a2, b2, c2 = _as_matrices(a, b, out)
                         if b2.dim() == 2:
                             a2, b2, c2 = _flat(a2, b2, c2)

@@ -115,7 +115,8 @@ class Projection:
     y: Any
     r: np.ndarray
     b_rms: Optional[float] = None
-    #: y as 16-bit columns for MKL's mixed-precision product, per operand dtype (made once)
+    #: host forms of r and y, made once: y as 16-bit columns for MKL's mixed-precision
+    #: product per operand dtype, r and y as contiguous float32 ("host32")
     cols: dict = field(default_factory=dict)
 
 
