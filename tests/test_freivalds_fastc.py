@@ -141,6 +141,61 @@ def test_16bit_gemv_instruction_sets_agree_to_rounding(dt):
         assert np.allclose(o, outs[0], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
+@pytest.mark.parametrize("M", [8, 37, 130, 1024, 1027])
+def test_16bit_gemv_on_torchs_threads_is_the_serial_kernel_bit_for_bit(M, dt):
+    """The 16-bit kernel on torch's OpenMP threads (rows split in blocks of four) gives each
+    row the serial kernel's sum exactly, for row counts that do and do not divide among the
+    threads; small products stay on the calling thread."""
+    torch = pytest.importorskip("torch")
+    from kcontract.freivalds import _cblas
+
+    assert _cblas.torch_pool(), "torch's OpenMP runtime was not found"
+    rng = np.random.default_rng(M)
+    K = max(129, (1 << 17) // M + 3)  # above the pool's threshold, an odd K
+    X = rng.standard_normal((M, K)).astype(dt)
+    v = rng.standard_normal(K).astype(np.float32)
+    outs = []
+    for pool in (0, 1):
+        o = np.full(M, np.nan, np.float32)
+        fastc.gemv16(X.view(np.uint16), v, o, -1, dt is np.float16, pool)
+        outs.append(o)
+    assert np.array_equal(outs[0], outs[1])
+    old = torch.get_num_threads()
+    try:  # one thread, and more threads than blocks of four rows
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            o = np.full(M, np.nan, np.float32)
+            fastc.gemv16(X.view(np.uint16), v, o, -1, dt is np.float16, 1)
+            assert np.array_equal(o, outs[0])
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_a_bfloat16_check_of_cpu_tensors_decides_alike_with_and_without_torchs_threads(
+        monkeypatch):
+    """verify's common call and the guard's linear check on bfloat16 tensors: the same
+    statistics whether the 16-bit products run on torch's threads or the calling thread."""
+    torch = pytest.importorskip("torch")
+    from kcontract.freivalds import _cblas
+
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(300, 512, generator=g).bfloat16()
+    B = torch.randn(512, 400, generator=g).bfloat16()
+    C = A.float() @ B.float()  # bfloat16 operands, float32 accumulation and output
+    bad = C.clone()
+    bad[17, 5] += 1e-3 * float(C.abs().max())
+    runs = []
+    for pool in (True, False):
+        monkeypatch.setattr(_cblas, "_POOL", pool and _cblas.torch_pool())
+        runs.append([verify(A, B, X, seed=11) for X in (C, bad)])
+    for a, b in zip(*runs):
+        assert (a.passed, a.ratio, a.screen_ratio, a.suspect_elements) == \
+            (b.passed, b.ratio, b.screen_ratio, b.suspect_elements)
+    assert runs[0][0].passed and not runs[0][1].passed
+    assert runs[0][1].suspect_elements == [(17, 5)]
+
+
 @pytest.mark.parametrize("missing", ["blas", "mkl", "helper"])
 def test_each_compiled_piece_missing_falls_back_to_the_same_decisions(monkeypatch, missing):
     """Where numpy's BLAS symbol, MKL or the helper module is not found (another build of

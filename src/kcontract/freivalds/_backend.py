@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import ml_dtypes
 import numpy as np
 
-from . import _mkl
+from . import _cblas, _mkl
 
 try:
     from . import _fastc
@@ -134,11 +134,13 @@ class _Widener:
         return b.view(np.float32)
 
 
-def _half_matvec(X, v, out, full) -> bool:
+def _half_matvec(X, v, out, full, pool: bool = False) -> bool:
     """out[idx] = X[idx] v[idx] for bfloat16 or float16 matrices whose rows are contiguous,
     by the compiled kernel (``_fastc.gemv16``: float32 accumulation, on the calling
-    thread); False (out partly written) where a matrix's layout does not allow it."""
+    thread, or with ``pool`` on torch's OpenMP threads: see ``_cblas.torch_pool``); False
+    (out partly written) where a matrix's layout does not allow it."""
     f16 = X.dtype == np.float16
+    pool = pool and _cblas.torch_pool()
     for idx in np.ndindex(*full):
         xi = X[sub_index(idx, X.shape[:-2])]
         vi = v if v.ndim == 1 else v[sub_index(idx, v.shape[:-1])]
@@ -146,7 +148,7 @@ def _half_matvec(X, v, out, full) -> bool:
             return False
         try:
             _fastc.gemv16(xi.view(np.uint16), np.ascontiguousarray(vi, dtype=np.float32),
-                          out[idx], -1, f16)
+                          out[idx], -1, f16, pool)
         except ValueError:
             return False
     return True
@@ -206,9 +208,10 @@ class NumpyOps:
     # -- passes over a matrix ----------------------------------------------------
     def matvec(self, X, v, cdtype, own_threads: bool = False):
         """X (..., M, K) times v (K,) or (..., K) -> (..., M) in ``cdtype``.
-        ``v`` is already in ``cdtype``; 16-bit X is read by MKL's mixed-precision product
-        (on the calling thread only, unless ``own_threads``: the views of torch tensors,
-        whose threads are MKL's), other formats are widened chunk by chunk."""
+        ``v`` is already in ``cdtype``; 16-bit X is read by the helper's kernel, or where
+        it is missing MKL's mixed-precision product (on the calling thread only, unless
+        ``own_threads``: the views of torch tensors, whose threads are torch's), other
+        formats are widened chunk by chunk."""
         if X.dtype == cdtype:
             if X.ndim == 2 and v.ndim == 1:
                 return X @ v
@@ -219,7 +222,7 @@ class NumpyOps:
         if (X.dtype == _BF16 or X.dtype == np.float16) and np.dtype(cdtype) == np.float32 \
                 and _fastc is not None:
             # 16-bit: the helper's kernel reads the matrix once in its own bytes
-            if _half_matvec(X, v, out, full):
+            if _half_matvec(X, v, out, full, own_threads):
                 return out
         if np.dtype(cdtype) == np.float32 and _mkl.available(X.dtype):
             # 16-bit operands: MKL's mixed-precision product reads them in their own

@@ -95,3 +95,48 @@ def for_arrays(numpy_arrays: bool) -> dict:
     """The gemv a back end's own products call: numpy's (:func:`gemv`) for numpy arrays,
     MKL's (:func:`mkl_gemv`, what torch.mv calls) for CPU tensors."""
     return gemv() if numpy_arrays else mkl_gemv()
+
+
+_POOL: Optional[bool] = None
+#: the OpenMP runtimes a framework may load (GNU's; LLVM's and Intel's export its entry points)
+_OMP_NAMES = ("libgomp", "libiomp5", "libomp")
+
+
+def _loaded_omp_paths() -> list:
+    """The OpenMP runtimes loaded in this process, torch's own first."""
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = {ln.split()[-1] for ln in fh if ".so" in ln}
+    except OSError:
+        return []
+    found = [p for p in paths if p.rsplit("/", 1)[-1].startswith(_OMP_NAMES)]
+    return sorted(found, key=lambda p: ("torch" not in p.lower(), p))
+
+
+def torch_pool() -> bool:
+    """Register torch's OpenMP threads with the compiled helper (``_fastc.set_pool``), so
+    that its 16-bit products for CPU tensors run on the threads torch's own products ran
+    on (awake right after them) rather than on the calling thread alone: one core draws
+    only part of the memory's bandwidth.  True where registered; False without torch
+    loaded, the helper, or an OpenMP runtime in the process (the products then run on the
+    calling thread, with the same results)."""
+    global _POOL
+    if _POOL is not None:
+        return _POOL
+    from ._screen import _fastc
+
+    ok = False
+    with _lock:
+        if _fastc is not None and "torch" in __import__("sys").modules:
+            for path in _loaded_omp_paths():
+                try:
+                    lib = ctypes.CDLL(path)
+                    fns = [ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in
+                           ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")]
+                except (OSError, AttributeError):
+                    continue
+                ok = bool(_fastc.set_pool(*fns))
+                if ok:
+                    break
+        _POOL = ok
+    return ok

@@ -375,6 +375,7 @@ _ZERO = np.zeros(())
 _ZERO.flags.writeable = False
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_POOL = _cblas.torch_pool  # 16-bit products of CPU tensors on torch's OpenMP threads
 
 
 _BF16, _F16 = NUMPY_FORMATS["bfloat16"], NUMPY_FORMATS["float16"]
@@ -611,7 +612,7 @@ def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns["float32"], fns["ilp64"], xh, y, ch, 0, 0,
                                                  r, y, z, w, buf, i0, k, kmed, k9, rows, True,
-                                                 zoff, f16)
+                                                 zoff, f16, xh.itemsize == 2 and _POOL())
     if not dmax <= math.inf:
         return None
     one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units, coef)
@@ -687,7 +688,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(
         vfn, iface, a.view(np.uint16), y if given else b.view(np.uint16),
         c.view(np.uint16) if c16 else c, seed & _M64, seed >> 64, r, y, z, w, buf, i0, k,
-        kmed, k9, rows, given, zoff, f16)
+        kmed, k9, rows, given, zoff, f16, not numpy_arrays and _POOL())
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              (name, "float32", out_name, "float32"), seed, pfa, ops.name,

@@ -21,11 +21,14 @@
  *       or float16 operands through gemv16's kernels; every matrix of a strided batch.
  *   row_noise_batch(a, b, c, items, c2, s2, b2)
  *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
- *   gemv16(x, v, out, isa=-1, f16=0) -> isa
+ *   gemv16(x, v, out, isa=-1, f16=0, pool=0) -> isa
  *       out = x v in float32 for a bfloat16 (f16: float16) matrix x (uint16 bits,
  *       contiguous rows) and a float32 vector v: the matrix read once in its own bytes
  *       (AVX-512 / AVX2 / plain C, chosen at run time; isa 0, 1 or 2 asks for one of
- *       them, at most the CPU's).
+ *       them, at most the CPU's); with pool, on the framework's OpenMP threads.
+ *   set_pool(parallel, thread_num, num_threads)
+ *       registers those threads (the addresses of the OpenMP runtime's GOMP_parallel,
+ *       omp_get_thread_num and omp_get_num_threads).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -631,49 +634,119 @@ static int half_isa(int isa, int f16) {
     return isa < 0 || isa > cpu ? cpu : isa;
 }
 
-/* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
- * float32) on the calling thread, with the instruction set `isa` (see half_isa); -1
- * where the scratch for v's halves cannot be had */
-static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
-                     const float *v, float *out, int isa, int f16) {
-    isa = half_isa(isa, f16);
-    if (f16) {
+/* ---- the host framework's OpenMP threads -------------------------------------------
+ * A 16-bit product is bandwidth-bound, and one core does not draw all of the memory's
+ * bandwidth (measured: about half of it on a 2-core Xeon).  The framework's own products
+ * run on its OpenMP threads, which stay awake for a while after each parallel region; a
+ * second pool of our own would compete with them for the same cores.  So the kernel runs
+ * on the framework's pool itself: GOMP_parallel and the thread queries of the OpenMP
+ * runtime the framework loaded (GNU libgomp, or a runtime with its entry points),
+ * registered by set_pool from their addresses.  Rows are split in blocks of four, so each
+ * row's sum is the one the serial kernel makes (the same code, the same order). */
+typedef void (*gomp_parallel_t)(void (*)(void *), void *, unsigned, unsigned);
+typedef int (*omp_query_t)(void);
+static gomp_parallel_t pool_parallel;
+static omp_query_t pool_thread_num, pool_num_threads;
+/* below this many matrix elements the product stays on the calling thread */
+#define POOL_MIN_ELEMS (1 << 17)
+
+struct half_job {
+    const uint16_t *X;
+    Py_ssize_t ld, M, K;
+    const float *ve, *vo, *v;
+    float *out;
+    int isa, f16;
+};
+
+static void half_rows(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1) {
+    const uint16_t *X = j->X + i0 * j->ld;
+    Py_ssize_t M = i1 - i0;
+    float *out = j->out + i0;
+    if (j->f16) {
 #ifdef KC_X86
-        if (isa == 2) f16_rows_avx512(X, ld, M, K, v, out);
-        else if (isa == 1) f16_rows_avx2(X, ld, M, K, v, out);
+        if (j->isa == 2) f16_rows_avx512(X, j->ld, M, j->K, j->v, out);
+        else if (j->isa == 1) f16_rows_avx2(X, j->ld, M, j->K, j->v, out);
         else
 #endif
-            f16_rows_c(X, ld, M, K, v, out);
-        return 0;
-    }
-    Py_ssize_t h = K / 2;
-    float stack[2 * 1024], *ve = stack;
-    if (h > 1024 && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
-    float *vo = ve + h;
-    for (Py_ssize_t j = 0; j < h; j++) {
-        ve[j] = v[2 * j];
-        vo[j] = v[2 * j + 1];
+            f16_rows_c(X, j->ld, M, j->K, j->v, out);
+        return;
     }
 #ifdef KC_X86
-    if (isa == 2) bf16_rows_avx512(X, ld, M, K, ve, vo, v, out);
-    else if (isa == 1) bf16_rows_avx2(X, ld, M, K, ve, vo, v, out);
+    if (j->isa == 2) bf16_rows_avx512(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
+    else if (j->isa == 1) bf16_rows_avx2(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
     else
 #endif
-        bf16_rows_c(X, ld, M, K, ve, vo, v, out);
+        bf16_rows_c(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
+}
+
+/* one pool thread's share: a contiguous run of whole blocks of four rows */
+static void half_part(void *p) {
+    const struct half_job *j = p;
+    Py_ssize_t t = pool_thread_num(), nt = pool_num_threads();
+    Py_ssize_t blocks = (j->M + 3) / 4, per = (blocks + nt - 1) / nt;
+    Py_ssize_t i0 = t * per * 4, i1 = (t + 1) * per * 4;
+    if (i1 > j->M) i1 = j->M;
+    if (i0 < i1) half_rows(j, i0, i1);
+}
+
+/* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
+ * float32) with the instruction set `isa` (see half_isa): on the registered pool's
+ * threads with `pool` (where one is registered and the product is large enough), else
+ * on the calling thread; -1 where the scratch for v's halves cannot be had */
+static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                     const float *v, float *out, int isa, int f16, int pool) {
+    struct half_job job = {X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16};
+    float stack[2 * 1024], *ve = stack;
+    if (!f16) {
+        Py_ssize_t h = K / 2;
+        if (h > 1024 && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
+        float *vo = ve + h;
+        for (Py_ssize_t j = 0; j < h; j++) {
+            ve[j] = v[2 * j];
+            vo[j] = v[2 * j + 1];
+        }
+        job.ve = ve;
+        job.vo = vo;
+    }
+    if (pool && pool_parallel != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
+        pool_parallel(half_part, &job, 0, 0);
+    else
+        half_rows(&job, 0, M);
     if (ve != stack) free(ve);
     return 0;
 }
 
-/* gemv16(x, v, out, isa=-1, f16=0) -> the instruction set used: out = x v for a 2-D
- * bfloat16 (f16: float16) array x (any buffer of 2-byte items whose rows are contiguous)
- * and float32 v, out */
+/* set_pool(parallel, thread_num, num_threads): the addresses of GOMP_parallel,
+ * omp_get_thread_num and omp_get_num_threads of the framework's OpenMP runtime (all 0:
+ * none; the 16-bit products then run on the calling thread) */
+static PyObject *set_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "set_pool(parallel, thread_num, num_threads)");
+        return NULL;
+    }
+    uintptr_t a[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (uintptr_t)PyLong_AsUnsignedLongLong(args[i]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    int all = a[0] && a[1] && a[2];
+    pool_parallel = all ? (gomp_parallel_t)a[0] : NULL;
+    pool_thread_num = all ? (omp_query_t)a[1] : NULL;
+    pool_num_threads = all ? (omp_query_t)a[2] : NULL;
+    return PyBool_FromLong(all);
+}
+
+/* gemv16(x, v, out, isa=-1, f16=0, pool=0) -> the instruction set used: out = x v for a
+ * 2-D bfloat16 (f16: float16) array x (any buffer of 2-byte items whose rows are
+ * contiguous) and float32 v, out; pool: on the registered pool's threads (see set_pool) */
 static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 3 || nargs > 5) {
-        PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1, f16=0)");
+    if (nargs < 3 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1, f16=0, pool=0)");
         return NULL;
     }
     int isa = nargs >= 4 ? (int)PyLong_AsLong(args[3]) : -1;
-    int f16 = nargs == 5 ? PyObject_IsTrue(args[4]) : 0;
+    int f16 = nargs >= 5 ? PyObject_IsTrue(args[4]) : 0;
+    int pool = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
     if (PyErr_Occurred()) return NULL;
     Py_buffer x, v, out;
     if (PyObject_GetBuffer(args[0], &x, PyBUF_STRIDES) < 0) return NULL;
@@ -687,7 +760,7 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
         Py_ssize_t ld = x.shape[0] <= 1 ? x.shape[1] : x.strides[0] / 2;
         Py_BEGIN_ALLOW_THREADS
         rc = half_gemv((const uint16_t *)x.buf, ld, x.shape[0], x.shape[1],
-                       (const float *)v.buf, (float *)out.buf, isa, f16);
+                       (const float *)v.buf, (float *)out.buf, isa, f16, pool);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
@@ -700,7 +773,7 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
 }
 
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows,
- *        y_given, zoff, f16=False) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
+ *        y_given, zoff, f16=False, pool=False) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
  *        sum y^2)
  * r = the signs of (seed, stream 0); y = B r (y_given: r and y are the caller's), z = A y,
  * w = C r, then screen_stats on z, w, the k rows of C and A from row i0 (rows > 0: all
@@ -710,15 +783,17 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
  * address fn (interface ilp64: see gemv) -- the BLAS the back end itself calls, with the
  * arguments it passes.  16-bit operands: a and b of bfloat16 bits (float16 bits with f16;
  * 2-byte items), c of the same format's bits or float32, r, y, z, w float32; the 16-bit
- * products by half_gemv, a float32 c's by the BLAS gemv at fn.  buf: float64 scratch of 2 M. */
+ * products by half_gemv (pool: on the registered OpenMP threads), a float32 c's by the BLAS
+ * gemv at fn.  buf: float64 scratch of 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 19 && nargs != 20) {
+    if (nargs < 19 || nargs > 21) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
                                          "w, buf, i0, k, kmed, k9, rows, y_given, zoff, "
-                                         "f16=False)");
+                                         "f16=False, pool=False)");
         return NULL;
     }
-    int f16 = nargs == 20 ? PyObject_IsTrue(args[19]) : 0;
+    int f16 = nargs >= 20 ? PyObject_IsTrue(args[19]) : 0;
+    int pool = nargs == 21 ? PyObject_IsTrue(args[20]) : 0;
     int y_given = PyObject_IsTrue(args[17]);
     double zoff = PyFloat_AsDouble(args[18]);
     uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
@@ -764,10 +839,10 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (narrow) {
         if (!y_given) {
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
-            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16);
+            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool);
         }
-        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16);
-        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16);
+        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool);
+        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool);
         else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
@@ -1075,8 +1150,12 @@ static PyMethodDef methods[] = {
      "signs(seed_lo, seed_hi, stream, n, out, kind) -> sum of the signs"},
     {"screen_stats", (PyCFunction)(void (*)(void))screen_stats, METH_FASTCALL,
      "screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows) -> 6 floats"},
+    {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
+     "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
+     "may run on"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,
-     "gemv16(x, v, out, isa=-1) -> isa: out = x v, bfloat16 rows, float32 accumulation"},
+     "gemv16(x, v, out, isa=-1, f16=0, pool=0) -> isa: out = x v, 16-bit rows, float32 "
+     "accumulation"},
     {NULL, NULL, 0, NULL},
 };
 
