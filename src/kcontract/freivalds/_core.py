@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -386,6 +387,22 @@ for _op in (_BF16, _F16):
         _FAST_KINDS[(_op, _out)] = (_NP_NAMES[_op], "float32")
 
 
+#: the CPU tensors' back end, once made
+_CPU_TORCH: list = []
+#: torch dtype -> True (numpy reads it: float32, float64) or the numpy dtype of its bits
+_TORCH_VIEWS: dict = {}
+
+
+def _cpu_torch_ops(c):
+    """The back end of CPU tensors (made once; the common call's path skips ops_for)."""
+    ops = ops_for(c)
+    torch = ops.torch
+    _TORCH_VIEWS.update({torch.float32: True, torch.float64: True, torch.bfloat16: _BF16,
+                         torch.float16: _F16})
+    _CPU_TORCH.append(ops)
+    return ops
+
+
 def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[FreivaldsResult]:
     """The common call in few operations: one product of 2-D float32 / float64 matrices, or
     of bfloat16 / float16 operands with a C of their format or float32 (numpy arrays, or
@@ -411,7 +428,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         ops = NUMPY_OPS
         torch = None
     else:
-        torch = __import__("sys").modules.get("torch")
+        torch = sys.modules.get("torch")
         if torch is None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                                  and isinstance(c, torch.Tensor)):
             return None
@@ -434,16 +451,23 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
             if type(bias) is not torch.Tensor or bias.dtype != c.dtype \
                     or bias.device.type != "cpu":
                 return None
-        ops = ops_for(c)
-        if a.dtype is not b.dtype:
+        ops = _CPU_TORCH[0] if _CPU_TORCH else _cpu_torch_ops(c)
+        dt = a.dtype
+        if dt is not b.dtype:
             return None
-        if a.dtype is torch.float32 or a.dtype is torch.float64:  # the views, directly
-            ah, bh = a.numpy(), b.numpy()
+        # host views, directly (each call into torch right after a large product runs from
+        # cold caches: the fewer, the better): 16-bit tensors as their bits
+        view = _TORCH_VIEWS.get(dt)
+        if view is None:
+            return None
+        ah, bh = (a.numpy(), b.numpy()) if view is True else \
+            (a.view(torch.int16).numpy().view(view), b.view(torch.int16).numpy().view(view))
+        cv = view if c.dtype is dt else _TORCH_VIEWS.get(c.dtype)
+        if cv is True:
+            ch = c.numpy()
+        elif cv is not None:
+            ch = c.view(torch.int16).numpy().view(cv)
         else:
-            ah, bh = ops.host_view(a), ops.host_view(b)
-        ch = c.numpy() if c.dtype is torch.float32 or c.dtype is torch.float64 else \
-            ops.host_view(c)
-        if ah is None or bh is None or ch is None:
             return None
     if ah.ndim != 2 or bh.ndim != 2 or ch.ndim != 2:
         if ah.ndim > 2 and bias is None and pre is None:
