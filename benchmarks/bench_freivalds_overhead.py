@@ -13,6 +13,12 @@ smallest times is printed beside it (on a shared machine it shows what an
 undisturbed repetition costs).  The load average is printed before and after:
 a busy machine inflates every figure, the fixed Python cost of a call most.
 
+First it prints the cold start after a product of each size (--no-cold to skip): the time
+of the first Python statements that follow it, which the product evicted from the caches
+-- what every step a check takes first from Python costs there, and why the small
+products' checks stay above the goal while the floor (a few calls into the BLAS) does not
+pay it.
+
 Rows:
   minimal  a reference, not a check: the floor plus the least any check driven from
            Python must add (fresh signs, one pass over the residual, a result object;
@@ -348,6 +354,48 @@ def attention_cases(B: int, H: int, T: int, D: int, backends, torch, device):
     return out
 
 
+def cold_start(sizes, reps: int, torch=None) -> list:
+    """What the first steps of any Python-entered call cost right after a product: the
+    product streams its operands through the caches and evicts the interpreter's own code
+    and objects, so the first statements run from memory.  Per n and library (a numpy and,
+    with torch, a torch float32 product of n^3), medians over ``reps`` products of the time
+    of one dictionary store (the first statement after the product, then the same
+    statement again) and of a call to a small Python function (first and second time)."""
+    def small(x):
+        return x + 1
+
+    out = []
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        A = rng.standard_normal((n, n), dtype=np.float32)
+        B = rng.standard_normal((n, n), dtype=np.float32)
+        prods = [("numpy", lambda: A @ B)]
+        if torch is not None:
+            At, Bt = torch.from_numpy(A), torch.from_numpy(B)
+            prods.append(("torch", lambda: At @ Bt))
+        for lib, mm in prods:
+            d: dict = {}
+            t = [[], [], [], []]
+            for _ in range(reps):
+                C = mm()
+                t0 = time.perf_counter()
+                d[0] = 1
+                t1 = time.perf_counter()
+                d[1] = 2
+                t2 = time.perf_counter()
+                small(1)
+                t3 = time.perf_counter()
+                small(2)
+                t4 = time.perf_counter()
+                for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                    t[i].append(dt)
+                del C
+            out.append({"n": n, "lib": lib, **{k: statistics.median(v) for k, v in
+                                               zip(("store_first_s", "store_again_s",
+                                                    "call_first_s", "call_again_s"), t)}})
+    return out
+
+
 def fmt_row(kind, shape, backend, dtype, m) -> str:
     flag = "ok" if m["ratio"] <= GOAL else "over"
     return (f"{kind:>7} {shape:>16} {backend:>6} {dtype:>9} {m['matmul_s'] * 1e3:>10.3f} "
@@ -381,6 +429,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-bound", dest="bound", action="store_false",
                     help="skip the 'minimal' rows (what any check driven from Python adds "
                          "to the floor: signs, one pass over the residual, a result)")
+    ap.add_argument("--no-cold", dest="cold", action="store_false",
+                    help="skip the cold-start figures (the first Python statements after a "
+                         "product)")
     ap.add_argument("--json", help="write the measurements to this file")
     args = ap.parse_args(argv)
     if args.quick:
@@ -408,6 +459,17 @@ def main(argv=None) -> int:
           f"(goal <= {GOAL}), (min) = smallest verify / smallest floor; % of the product; "
           "next = the next product's time after a check / after a floor (a check that "
           "leaves threads spinning slows the product that follows it)")
+    if args.cold:
+        cold = cold_start(args.sizes, max(args.reps, 9),
+                          torch if args.device == "cpu" else None)
+        print("cold start (a float32 product of n^3, then the first Python statements; "
+              "a check entered from Python pays this for every step it takes first):")
+        for c in cold:
+            print(f"  n = {c['n']:>5} {c['lib']:>5}: a dict store {c['store_first_s'] * 1e6:6.1f} us "
+                  f"(again {c['store_again_s'] * 1e6:4.1f}), a small function's call "
+                  f"{c['call_first_s'] * 1e6:6.1f} us (again {c['call_again_s'] * 1e6:4.1f})")
+    else:
+        cold = []
     hdr = (f"{'kind':>7} {'M x K x N':>16} {'lib':>6} {'dtype':>9} {'matmul ms':>10} "
            f"{'verify ms':>10} {'floor ms':>10} {'ratio':>7} {'(min)':>7} {'verify%':>8} "
            f"{'floor%':>8} {'next':>6} {'goal':>5}")
@@ -474,7 +536,8 @@ def main(argv=None) -> int:
     print(f"load average: {load_average()}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"load_average": load_average(), "rows": rows}, fh, indent=1)
+            json.dump({"load_average": load_average(), "cold_start": cold, "rows": rows},
+                      fh, indent=1)
     return 0
 
 

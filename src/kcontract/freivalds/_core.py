@@ -31,8 +31,8 @@ from . import _cblas, _mkl
 from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, scratch, sub_index
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import (_M64, Screen, _fastc, batch_screen, scale_from_stats, screen_one,
-                      screen_plan)
+from ._screen import (_M64, MIN_K_FROM_Y, Screen, _fastc, batch_screen, scale_from_stats,
+                      screen_one, screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -321,7 +321,26 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     Raises :class:`UsageError` for bad input (shape / dtype mismatch, unsupported
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
-    t0 = time.perf_counter()
+    t0 = _clock()
+    if type(a) is np.ndarray and seed is None and rounds == 1 and groups == 1 \
+            and false_alarm == DEFAULT_FALSE_ALARM and bias is None and _pre is None \
+            and accumulate is None and output_format is None and _COMMON is not None \
+            and repair is False and bound == "probabilistic" and type(rounds) is int \
+            and type(groups) is int and type(b) is np.ndarray and type(c) is np.ndarray:
+        out = _COMMON(a, b, c)
+        if out is not None:
+            if len(out) == 4:  # the shape's first call: its plan, then the call again
+                _common_plan(*out)
+                out = _COMMON(a, b, c)
+            seed, ratio = out[0], out[1]
+            if ratio is not None and ratio <= 1.0:
+                shape, fmts = out[5]
+                res = _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape,
+                               fmts, seed, DEFAULT_FALSE_ALARM, "numpy")
+                res.seconds = _clock() - t0
+                return res
+            # a row beyond the screen (or statistics that do not decide): the same seed's
+            # check again, the general path taking over from its screen
     if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
             or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
             or repair is not False or bound != "probabilistic":
@@ -374,6 +393,33 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
 
 _ZERO = np.zeros(())
 _ZERO.flags.writeable = False
+_clock = time.perf_counter
+_as_array = np.asarray
+#: the compiled common call (see _fastc.c: one C-contiguous float32 / float64 product of
+#: numpy arrays, default options), where the helper is built
+_COMMON = getattr(_fastc, "common", None)
+
+
+def _common_plan(M: int, K: int, N: int, item: int) -> None:
+    """Register the compiled common call's plan for one shape: the stage-1 buffers and the
+    screen's plan and constants (those of :func:`_fast_compiled`'s plan and
+    :func:`._screen.scale_from_stats`)."""
+    dt = _F32 if item == 4 else _F64
+    name = _NP_NAMES[dt]
+    r, y, z, w, buf, k, rows, kmed, k9, _, _, coef = _compiled_plan(M, K, N, dt, name)
+    fns = _cblas.gemv()
+    if not fns:  # no BLAS symbol: the common call is not made
+        global _COMMON
+        _COMMON = None
+        return
+    # its own buffers (the stage-1 plan's are shared with _fast_compiled's calls)
+    r, y, z, w, buf = (np.empty_like(v) for v in (r, y, z, w, buf))
+    _fastc.common_plan(fns[name], fns["ilp64"], r, y, z, w, buf, M, K, N, item, k, rows,
+                       kmed, k9, model.MIN_CALIBRATION_ROWS, MIN_K_FROM_Y, float(coef[0]),
+                       float(coef[1]), float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
+                       model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL,
+                       float(model.FLOOR_FRACTION), float(model.LAMBDA_SCREEN),
+                       (((), M, K, N), (name,) * 4))
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _POOL = _cblas.torch_pool  # 16-bit products of CPU tensors on torch's OpenMP threads

@@ -33,8 +33,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int get(PyObject *o, Py_buffer *b, int writable) {
     return PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0));
@@ -772,6 +775,56 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromLong(half_isa(isa, f16));
 }
 
+/* stage 1 on acquired buffers (see stage1): the products, the residual |z + zoff - w| into
+ * buf, its order statistics and the sums of squares into st (max |d|, d_(kmed), d_(k9),
+ * sum c^2, sum a^2, sum y^2); -1 where a 16-bit product's scratch cannot be had */
+static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buffer *B,
+                      const Py_buffer *C, const Py_buffer *R, const Py_buffer *Y,
+                      const Py_buffer *Z, const Py_buffer *W, const Py_buffer *BUF,
+                      uint64_t seed_lo, uint64_t seed_hi, Py_ssize_t i0, Py_ssize_t k,
+                      Py_ssize_t kmed, Py_ssize_t k9, Py_ssize_t rows, int y_given,
+                      double zoff, int f16, int pool, double *st) {
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
+    Py_ssize_t item = A->itemsize;
+    int dbl = item == 8, narrow = item == 2;
+    int c16 = narrow && C->itemsize == 2;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (narrow) {
+        if (!y_given) {
+            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
+            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool);
+        }
+        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool);
+        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool);
+        else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
+    } else {
+        if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
+            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
+            gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+        }
+        gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
+        gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc < 0) return -1;
+    double *d = (double *)BUF->buf;
+    const float zoff32 = (float)zoff;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        /* z + zoff in the check's own precision (as numpy adds a Python float to z) */
+        double v = dbl ? fabs((((double *)Z->buf)[i] + zoff) - ((double *)W->buf)[i])
+                       : fabs((double)(((float *)Z->buf)[i] + zoff32)
+                              - (double)((float *)W->buf)[i]);
+        d[i] = v;
+    }
+    order_stats(d, M, kmed, k9, &st[0], &st[1], &st[2]);
+    int kind = dbl ? 1 : narrow ? (f16 ? 3 : 2) : 0;
+    st[3] = block_sumsq(C->buf, c16 ? kind : narrow ? 0 : kind, rows, M, N, i0, k);
+    st[4] = block_sumsq(A->buf, kind, rows, M, K, i0, k);
+    st[5] = sumsq_n(Y->buf, K, dbl ? 1 : 0);
+    return 0;
+}
+
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows,
  *        y_given, zoff, f16=False, pool=False) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
  *        sum y^2)
@@ -821,7 +874,7 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t M = A->shape[0], K = A->shape[1], N = C->shape[1];
     Py_ssize_t item = A->itemsize;
-    int dbl = item == 8, narrow = item == 2;
+    int narrow = item == 2;
     Py_ssize_t vitem = narrow ? 4 : item, citem = C->itemsize;  /* the vectors' items, C's */
     int c16 = narrow && citem == 2;
     if ((!y_given && (B->shape[0] != K || B->shape[1] != N || B->itemsize != item))
@@ -834,49 +887,214 @@ static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                                           : "stage1: shapes or dtypes do not match");
         goto fail;
     }
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS
-    if (narrow) {
-        if (!y_given) {
-            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
-            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool);
-        }
-        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool);
-        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool);
-        else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
-    } else {
-        if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
-            balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
-            gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
-        }
-        gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
-        gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
-    }
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    double st[6];
+    if (run_stage1(fn, ilp64, A, B, C, R, Y, Z, W, BUF, seed_lo, seed_hi, i0, k, kmed, k9, rows,
+                   y_given, zoff, f16, pool, st) < 0) {
         PyErr_NoMemory();
         goto fail;
     }
-    double *d = (double *)BUF->buf;
-    const float zoff32 = (float)zoff;
-    for (Py_ssize_t i = 0; i < M; i++) {
-        /* z + zoff in the check's own precision (as numpy adds a Python float to z) */
-        double v = dbl ? fabs((((double *)Z->buf)[i] + zoff) - ((double *)W->buf)[i])
-                       : fabs((double)(((float *)Z->buf)[i] + zoff32)
-                              - (double)((float *)W->buf)[i]);
-        d[i] = v;
-    }
-    double dmax, dk, dk9;
-    order_stats(d, M, kmed, k9, &dmax, &dk, &dk9);
-    int kind = dbl ? 1 : narrow ? (f16 ? 3 : 2) : 0;
-    double css = block_sumsq(C->buf, c16 ? kind : narrow ? 0 : kind, rows, M, N, i0, k);
-    double ass = block_sumsq(A->buf, kind, rows, M, K, i0, k);
-    double yss = sumsq_n(Y->buf, K, dbl ? 1 : 0);
+    double dmax = st[0], dk = st[1], dk9 = st[2], css = st[3], ass = st[4], yss = st[5];
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return Py_BuildValue("(dddddd)", dmax, dk, dk9, css, ass, yss);
 fail:
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     return NULL;
+}
+
+
+/* ---- verify's common call in one call --------------------------------------------------
+ * The most frequent call -- one C-contiguous float32 / float64 product of numpy arrays,
+ * default options -- took longer in its Python steps than in the check itself, right after
+ * a product that evicted them from the caches (the overhead benchmark's cold start: each
+ * first statement costs microseconds there).  common(a, b, c) makes it one call: it
+ * draws the seed, runs stage 1 with the per-shape plan it keeps (registered once per shape
+ * by common_plan, from the same Python functions the other paths use) and decides the
+ * screen with the arithmetic of kcontract.freivalds._screen.scale_from_stats, in the same
+ * order (the tests hold the two to the same bits). */
+struct plan {
+    uintptr_t fn;
+    int ilp64;
+    Py_buffer bf[5]; /* r, y, z, w, buf */
+    int got;
+    Py_ssize_t M, K, N, item, k, rows, kmed, k9, min_calib, min_k_from_y;
+    double alpha, beta, cap_slack, med, med_q90, floor_fraction, lam;
+    PyObject *info; /* what the caller's result reports of the shape (its own object) */
+};
+
+#define PLANS 8
+static PyObject *plans[PLANS]; /* capsules of struct plan, the most recent first */
+
+static void plan_free(PyObject *cap) {
+    struct plan *p = PyCapsule_GetPointer(cap, "kcontract.plan");
+    if (p == NULL) return;
+    for (int i = 0; i < p->got; i++) PyBuffer_Release(&p->bf[i]);
+    Py_XDECREF(p->info);
+    free(p);
+}
+
+/* fresh seeds from the OS, 32 to a read; a forked child reads its own */
+static unsigned char entropy[256];
+static size_t entropy_pos = sizeof entropy;
+static void entropy_forget(void) { entropy_pos = sizeof entropy; }
+
+static int fresh_seed(uint64_t *seed) {
+    if (entropy_pos + 8 > sizeof entropy) {
+        if (getentropy(entropy, sizeof entropy) != 0) return -1;
+        entropy_pos = 0;
+    }
+    memcpy(seed, entropy + entropy_pos, 8);
+    entropy_pos += 8;
+    *seed >>= 1; /* 63 bits, as the Python side draws them */
+    return 0;
+}
+
+/* common_plan(fn, ilp64, r, y, z, w, buf, M, K, N, item, k, rows, kmed, k9, min_calib,
+ *             min_k_from_y, alpha, beta, cap_slack, med, med_q90, floor_fraction, lam, info)
+ * registers the plan of one shape (item: 4 float32, 8 float64); info: any object, returned
+ * with each of the shape's results */
+static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 25) {
+        PyErr_SetString(PyExc_TypeError, "common_plan: 25 arguments");
+        return NULL;
+    }
+    struct plan *p = calloc(1, sizeof *p);
+    if (p == NULL) return PyErr_NoMemory();
+    p->fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    p->ilp64 = (int)PyLong_AsLong(args[1]);
+    Py_ssize_t *ints[] = {&p->M, &p->K, &p->N, &p->item, &p->k, &p->rows, &p->kmed, &p->k9,
+                          &p->min_calib, &p->min_k_from_y};
+    for (int i = 0; i < 10; i++) *ints[i] = PyLong_AsSsize_t(args[7 + i]);
+    double *dbls[] = {&p->alpha, &p->beta, &p->cap_slack, &p->med, &p->med_q90,
+                      &p->floor_fraction, &p->lam};
+    for (int i = 0; i < 7; i++) *dbls[i] = PyFloat_AsDouble(args[17 + i]);
+    if (PyErr_Occurred()) goto fail;
+    for (int i = 0; i < 5; i++) {
+        if (PyObject_GetBuffer(args[2 + i], &p->bf[i],
+                               PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND | PyBUF_WRITABLE) < 0)
+            goto fail;
+        p->got++;
+    }
+    Py_ssize_t it = p->item;
+    if ((it != 4 && it != 8) || p->bf[0].len != p->N * it || p->bf[1].len != p->K * it
+        || p->bf[2].len != p->M * it || p->bf[3].len != p->M * it
+        || p->bf[4].len < (Py_ssize_t)(2 * p->M * sizeof(double)) || p->M < 1 || p->k < 1
+        || p->kmed < 0 || p->kmed >= p->M || p->k9 >= p->M || p->k > p->M || p->fn == 0) {
+        PyErr_SetString(PyExc_ValueError, "common_plan: sizes do not match");
+        goto fail;
+    }
+    p->info = args[24];
+    Py_INCREF(p->info);
+    PyObject *cap = PyCapsule_New(p, "kcontract.plan", plan_free);
+    if (cap == NULL) {
+        Py_DECREF(p->info);
+        goto fail;
+    }
+    Py_XDECREF(plans[PLANS - 1]);
+    memmove(plans + 1, plans, (PLANS - 1) * sizeof *plans);
+    plans[0] = cap;
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < p->got; i++) PyBuffer_Release(&p->bf[i]);
+    free(p);
+    return NULL;
+}
+
+static int float_kind(const Py_buffer *b) {
+    /* 4 float32, 8 float64, 0 anything else */
+    char f = b->format ? b->format[strlen(b->format) - 1] : 'B';
+    return (b->itemsize == 4 && f == 'f') ? 4 : (b->itemsize == 8 && f == 'd') ? 8 : 0;
+}
+
+/* common(a, b, c) -> None (not this path: not 2-D C-contiguous float32 / float64 arrays of
+ * one dtype and matching shapes with K, N >= 64), (M, K, N, item) (no plan for the shape:
+ * register one, then call again), or (seed, ratio, scale, threshold, calibrated, info): the
+ * screen passes the product where ratio <= 1; otherwise (ratio > 1, NaN, or undecided:
+ * ratio None) the caller checks it again with this seed. */
+static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "common(a, b, c)");
+        return NULL;
+    }
+    Py_buffer bf[3];
+    int got = 0;
+    for (int i = 0; i < 3; i++) {
+        if (PyObject_GetBuffer(args[i], &bf[i], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND)
+            < 0) {
+            PyErr_Clear();
+            for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
+            Py_RETURN_NONE;
+        }
+        got++;
+    }
+    PyObject *out = NULL;
+    const Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2];
+    int item = float_kind(A);
+    if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || item == 0 || float_kind(B) != item
+        || float_kind(C) != item || B->shape[0] != A->shape[1] || C->shape[0] != A->shape[0]
+        || C->shape[1] != B->shape[1] || A->shape[0] < 1 || A->shape[1] < 64
+        || B->shape[1] < 64) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
+    struct plan *p = NULL;
+    for (int i = 0; i < PLANS && plans[i] != NULL; i++) {
+        struct plan *q = PyCapsule_GetPointer(plans[i], "kcontract.plan");
+        if (q != NULL && q->M == M && q->K == K && q->N == N && q->item == item) {
+            p = q;
+            break;
+        }
+    }
+    if (p == NULL) {
+        out = Py_BuildValue("(nnni)", M, K, N, item);
+        goto done;
+    }
+    uint64_t seed;
+    if (fresh_seed(&seed) < 0) {
+        out = PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
+    double st[6];
+    if (run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
+                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, 0, 0, st)
+        < 0) {
+        out = PyErr_NoMemory();
+        goto done;
+    }
+    double dmax = st[0], dk = st[1], dk9 = st[2], css = st[3], ass = st[4], yss = st[5];
+    if (isnan(dmax) || K < p->min_k_from_y || !isfinite(yss)) {
+        out = Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
+                            p->info);
+        goto done;
+    }
+    /* scale_from_stats, step by step */
+    double brms = sqrt(yss / (double)K);
+    double cn = isfinite(css) ? sqrt(css / (double)p->k) : 0.0;
+    double sn = sqrt(ass / (double)p->k) * brms;
+    double cap = p->cap_slack * pow(p->alpha * (cn * cn) + p->beta * (sn * sn), 0.5);
+    double scale;
+    int calibrated = M >= p->min_calib;
+    if (!calibrated) {
+        scale = cap;
+    } else {
+        double med_d = dk;
+        if (p->k9 >= 0) {
+            double t9 = dk9 * p->med_q90;
+            med_d = t9 > dk ? t9 : dk;
+        }
+        double q = med_d / p->med, f = p->floor_fraction * cap;
+        scale = f > q ? f : q;
+        scale = cap < scale ? cap : scale;
+    }
+    double t = p->lam * scale;
+    double ratio = t > 0 ? dmax / t : (dmax > 0 ? INFINITY : 0.0);
+    out = Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
+                        calibrated ? Py_True : Py_False, p->info);
+done:
+    for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
+    return out;
 }
 
 /* the layout of the last two axes of a strided buffer: 0 row-major, 1 column-major (each
@@ -1150,6 +1368,10 @@ static PyMethodDef methods[] = {
      "signs(seed_lo, seed_hi, stream, n, out, kind) -> sum of the signs"},
     {"screen_stats", (PyCFunction)(void (*)(void))screen_stats, METH_FASTCALL,
      "screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows) -> 6 floats"},
+    {"common", (PyCFunction)(void (*)(void))common, METH_FASTCALL,
+     "common(a, b, c): verify's common call (see the source)"},
+    {"common_plan", (PyCFunction)(void (*)(void))common_plan, METH_FASTCALL,
+     "common_plan(...): registers common's plan for one shape"},
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
      "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
      "may run on"},
@@ -1163,4 +1385,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastc",
                                     "The Freivalds check's per-call O(n) work, compiled.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__fastc(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastc(void) {
+    pthread_atfork(NULL, NULL, entropy_forget);
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,144 @@
+"""verify's compiled common call (``_fastc.common``: one C-contiguous float32 / float64
+product of numpy arrays with default options, in one call) against the path it shortens:
+the same seed gives the same screen, bit for bit, and the same verdicts; anything it does
+not take goes the general way."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from kcontract.freivalds import _core, verify
+
+fastc = pytest.importorskip("kcontract.freivalds._fastc")
+pytestmark = pytest.mark.skipif(_core._COMMON is None, reason="no compiled common call")
+
+FIELDS = ("passed", "reason", "ratio", "screen_ratio", "calibrated", "shape", "operand_format",
+          "accumulate", "output_format", "check_precision", "false_alarm", "backend")
+
+
+def calls(monkeypatch):
+    seen = []
+    real = _core._COMMON
+    monkeypatch.setattr(_core, "_COMMON", lambda *a: seen.append(1) or real(*a))
+    return seen
+
+
+def same(a, b):
+    for f in FIELDS:
+        assert getattr(a, f) == getattr(b, f), f
+    assert np.array_equal(a.threshold, b.threshold)
+    assert np.array_equal(a.noise_scale, b.noise_scale)
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 64, 64), (5, 300, 80), (64, 64, 64), (65, 128, 200),
+                                   (199, 256, 100), (200, 100, 300), (700, 512, 256)])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("data", ["normal", "positive"])
+def test_the_common_call_decides_as_the_path_it_shortens(monkeypatch, M, K, N, dt, data):
+    """Every row count the screen plans differently (every row, a sampled block, the
+    median alone, the median and the 90 % point) and both formats: the compiled decision
+    equals the Python one for the seed it drew."""
+    rng = np.random.default_rng(M * 7 + K + N)
+    draw = rng.standard_normal if data == "normal" else rng.random
+    a, b = draw((M, K)).astype(dt), draw((K, N)).astype(dt)
+    c = a @ b
+    seen = calls(monkeypatch)
+    for _ in range(4):
+        got = verify(a, b, c)
+        assert seen, "the common call was not made"
+        ref = verify(a, b, c, seed=got.seed)  # a given seed goes the Python way
+        same(got, ref)
+        assert got.passed and got.seed < 2 ** 63
+
+
+def test_a_wrong_element_is_found_through_the_general_path_with_the_same_seed(monkeypatch):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((400, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 500)).astype(np.float32)
+    c = a @ b
+    c[123, 456] += 1e-4 * np.abs(c).max()
+    seen = calls(monkeypatch)
+    res = verify(a, b, c)
+    assert seen and not res.passed and res.suspect_elements == [(123, 456)]
+    ref = verify(a, b, c, seed=res.seed)
+    assert ref.suspect_elements == res.suspect_elements and ref.ratio == res.ratio
+
+
+def test_nan_and_inf_go_the_general_way():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((100, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 90)).astype(np.float32)
+    c = a @ b
+    c[5, 6] = np.nan
+    res = verify(a, b, c)
+    assert not res.passed and res.reason == "nonfinite" and (5, 6) in res.suspect_elements
+    a[0, 0] = np.inf
+    with np.errstate(invalid="ignore"), pytest.raises(_core.NonFiniteOperandError):
+        verify(a, b, a @ b)
+
+
+@pytest.mark.parametrize("case", ["transposed", "strided", "int", "mixed", "small_k", "3d",
+                                  "bad_shape"])
+def test_what_the_common_call_does_not_take_is_left_to_the_general_path(case):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((96, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 72)).astype(np.float32)
+    if case == "transposed":
+        a = np.asfortranarray(a)
+    elif case == "strided":
+        a = rng.standard_normal((96, 160)).astype(np.float32)[:, ::2]
+    elif case == "int":
+        a, b = a.astype(np.int32), b.astype(np.int32)
+    elif case == "mixed":
+        b = b.astype(np.float64)
+    elif case == "small_k":
+        a, b = a[:, :32].copy(), b[:32].copy()
+    elif case == "3d":
+        a, b = np.stack([a, a]), np.stack([b, b])
+    assert fastc.common(a, b, np.zeros((1, 1), np.float32) if case == "bad_shape" else
+                        np.matmul(a, b).astype(np.float32 if case != "mixed" else np.float64)) \
+        is None
+    if case in ("int", "mixed"):
+        with pytest.raises(_core.UsageError):
+            verify(a, b, np.matmul(a, b))
+    elif case != "bad_shape":
+        assert verify(a, b, np.matmul(a, b)).passed
+
+
+def test_options_other_than_the_defaults_are_not_taken(monkeypatch):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((90, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 80)).astype(np.float32)
+    c = a @ b
+    seen = calls(monkeypatch)
+    for kw in ({"seed": 3}, {"rounds": 2}, {"groups": 2}, {"false_alarm": 1e-6},
+               {"accumulate": "float32"}, {"bound": "deterministic"}, {"repair": True}):
+        res = verify(a, b, c, **kw)
+        assert res.passed
+    assert not seen
+    assert verify(a, b, c, false_alarm=1e-6).false_alarm == 1e-6
+
+
+def test_fresh_seeds_differ_between_calls_and_after_a_fork():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((80, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    c = a @ b
+    seeds = [verify(a, b, c).seed for _ in range(50)]
+    assert len(set(seeds)) == 50
+    if not hasattr(os, "fork"):
+        return
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child's next seed, to the parent
+        try:
+            os.write(w, str(verify(a, b, c).seed).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r) as fh:
+        child = int(fh.read())
+    assert child != verify(a, b, c).seed
