@@ -53,6 +53,55 @@ def test_the_common_call_decides_as_the_path_it_shortens(monkeypatch, M, K, N, d
         assert got.passed and got.seed < 2 ** 63
 
 
+def operands(lib, op, out, M, K, N, seed):
+    """a, b and their honest product (float32 accumulation, rounded to ``out``) as numpy
+    arrays or CPU tensors of the operand dtype ``op``."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    a32 = rng.standard_normal((M, K)).astype(np.float32)
+    b32 = rng.standard_normal((K, N)).astype(np.float32)
+    np_dt = {"float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloat16,
+             "float16": np.float16}
+    a, b = a32.astype(np_dt[op]), b32.astype(np_dt[op])
+    acc = np.float64 if op == "float64" else np.float32
+    c = (a.astype(acc) @ b.astype(acc)).astype(np_dt[out])
+    if lib == "numpy":
+        return a, b, c
+    torch = pytest.importorskip("torch")
+    t_dt = {k: getattr(torch, k) for k in np_dt}
+
+    def conv(x, name):
+        if name in ("bfloat16",):
+            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(x)
+    return conv(a, op), conv(b, op), conv(c, out).to(t_dt[out])
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("op,out", [("float32", "float32"), ("float64", "float64"),
+                                    ("bfloat16", "bfloat16"), ("bfloat16", "float32"),
+                                    ("float16", "float16"), ("float16", "float32")])
+@pytest.mark.parametrize("M", [40, 300])
+def test_every_kind_decides_as_the_path_it_shortens(monkeypatch, lib, op, out, M):
+    """numpy arrays and CPU tensors, float32 / float64 products and 16-bit operands with C
+    in their format or float32 (torch's on its OpenMP threads where the product is large
+    enough): the same screen as the Python path for the seed drawn, and a 1e-3 max|C|
+    fault (bfloat16 / float16 C: 0.5 max|C|) found."""
+    a, b, c = operands(lib, op, out, M, 512, 384, M)
+    seen = calls(monkeypatch)
+    for _ in range(3):
+        got = verify(a, b, c)
+        assert seen and got.passed and got.backend == lib
+        same(got, verify(a, b, c, seed=got.seed))
+    bad = c.copy() if lib == "numpy" else c.clone()
+    big = float(np.abs(np.asarray(c, dtype=np.float64) if lib == "numpy"
+                       else c.double().numpy()).max())
+    bad[M // 2, 7] += (1e-3 if out in ("float32", "float64") else 0.5) * big
+    res = verify(a, b, bad)
+    assert not res.passed and (M // 2, 7) in res.suspect_elements
+
+
 def test_a_wrong_element_is_found_through_the_general_path_with_the_same_seed(monkeypatch):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((400, 300)).astype(np.float32)

@@ -322,25 +322,17 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
     t0 = _clock()
-    if type(a) is np.ndarray and seed is None and rounds == 1 and groups == 1 \
-            and false_alarm == DEFAULT_FALSE_ALARM and bias is None and _pre is None \
-            and accumulate is None and output_format is None and _COMMON is not None \
-            and repair is False and bound == "probabilistic" and type(rounds) is int \
-            and type(groups) is int and type(b) is np.ndarray and type(c) is np.ndarray:
-        out = _COMMON(a, b, c)
-        if out is not None:
-            if len(out) == 4:  # the shape's first call: its plan, then the call again
-                _common_plan(*out)
-                out = _COMMON(a, b, c)
-            seed, ratio = out[0], out[1]
-            if ratio is not None and ratio <= 1.0:
-                shape, fmts = out[5]
-                res = _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape,
-                               fmts, seed, DEFAULT_FALSE_ALARM, "numpy")
-                res.seconds = _clock() - t0
-                return res
-            # a row beyond the screen (or statistics that do not decide): the same seed's
-            # check again, the general path taking over from its screen
+    if seed is None and rounds == 1 and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM \
+            and bias is None and _pre is None and accumulate is None and output_format is None \
+            and repair is False and bound == "probabilistic" and _COMMON is not None \
+            and type(rounds) is int and type(groups) is int:
+        res = _common(a, b, c)
+        if type(res) is FreivaldsResult:
+            res.seconds = _clock() - t0
+            return res
+        # not the common call (None), or a row beyond its screen: the same seed's check
+        # again, the general path taking over from its screen
+        seed = res
     if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
             or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
             or repair is not False or bound != "probabilistic":
@@ -400,26 +392,113 @@ _as_array = np.asarray
 _COMMON = getattr(_fastc, "common", None)
 
 
-def _common_plan(M: int, K: int, N: int, item: int) -> None:
-    """Register the compiled common call's plan for one shape: the stage-1 buffers and the
-    screen's plan and constants (those of :func:`_fast_compiled`'s plan and
-    :func:`._screen.scale_from_stats`)."""
-    dt = _F32 if item == 4 else _F64
-    name = _NP_NAMES[dt]
-    r, y, z, w, buf, k, rows, kmed, k9, _, _, coef = _compiled_plan(M, K, N, dt, name)
-    fns = _cblas.gemv()
-    if not fns:  # no BLAS symbol: the common call is not made
-        global _COMMON
-        _COMMON = None
-        return
-    # its own buffers (the stage-1 plan's are shared with _fast_compiled's calls)
+_U16 = np.dtype(np.uint16)
+#: 16-bit operands' dtypes -> the compiled common call's ``half`` (1 bfloat16, 2 float16)
+_HALF_NP: dict = {}
+_HALF_TORCH: dict = {}
+#: the compiled common call's kinds without a plan (no BLAS function for them)
+_NO_PLAN: set = set()
+
+
+def _common(a, b, c):
+    """verify's common call through ``_fastc.common`` (one 2-D C-contiguous product of numpy
+    arrays or CPU tensors, float32 / float64, or bfloat16 / float16 operands with C in
+    their format or float32; default options): its passing result, else the seed it drew
+    (a row beyond the screen: the caller checks again with it), or None where it does not
+    apply."""
+    if type(a) is np.ndarray:
+        if type(b) is not np.ndarray or type(c) is not np.ndarray:
+            return None
+        half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
+        if half:
+            if b.dtype != a.dtype:
+                return None
+            out = _COMMON(a.view(_U16), b.view(_U16), c.view(_U16) if c.dtype == a.dtype
+                          else c, half, 0)
+        else:
+            out = _COMMON(a, b, c)
+    else:
+        torch = sys.modules.get("torch")
+        if torch is None or type(a) is not torch.Tensor or type(b) is not torch.Tensor \
+                or type(c) is not torch.Tensor:
+            return None
+        try:
+            if a.requires_grad or b.requires_grad or c.requires_grad \
+                    or not (a.is_cpu and b.is_cpu and c.is_cpu):
+                return None
+            dt = a.dtype
+            half = (_HALF_TORCH or _half_tables()[1]).get(dt)
+            if half is None or b.dtype is not dt:
+                return None
+            if half:
+                i16 = torch.int16
+                out = _COMMON(a.view(i16).numpy(), b.view(i16).numpy(),
+                              c.view(i16).numpy() if c.dtype is dt else c.numpy(), half, 1)
+            else:
+                out = _COMMON(a.numpy(), b.numpy(), c.numpy(), 0, 1)
+        except (RuntimeError, TypeError):  # a tensor numpy cannot view
+            return None
+    if out is None:
+        return None
+    if len(out) == 7:  # the shape's first call: its plan, then the call again
+        if out in _NO_PLAN or not _common_plan(*out):
+            _NO_PLAN.add(out)
+            return None
+        return _common(a, b, c)
+    seed, ratio = out[0], out[1]
+    if ratio is not None and ratio <= 1.0:
+        shape, fmts, backend = out[5]
+        return _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape, fmts,
+                        seed, DEFAULT_FALSE_ALARM, backend)
+    return seed
+
+
+def _half_tables() -> tuple:
+    """The dtype tables of :func:`_common` (torch's where torch is loaded), made once."""
+    _HALF_NP.update({_BF16: 1, _F16: 2})
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _HALF_TORCH.update({torch.float32: 0, torch.float64: 0, torch.bfloat16: 1,
+                            torch.float16: 2})
+    return _HALF_NP, _HALF_TORCH
+
+
+def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
+                 backend: int) -> bool:
+    """Register the compiled common call's plan for one shape and kind: the stage-1 buffers
+    and the screen's plan and constants (those of :func:`_fast_compiled`'s and
+    :func:`_fast_compiled16`'s plans and :func:`._screen.scale_from_stats`).  False where
+    the BLAS function it needs is not there."""
+    fns = _cblas.for_arrays(backend == 0)
+    if half:
+        name = "bfloat16" if half == 1 else "float16"
+        out_name = name if citem == 2 else "float32"
+        r, y, z, w, buf, k, rows, kmed, k9, _, coef = _compiled_plan16(M, K, N, out_name)
+        fmts = (name, "float32", out_name, "float32")
+        fn = fns.get("float32", 0) if citem == 4 else 0
+        if citem == 4 and not fn:
+            return False
+        pool = backend == 1 and _POOL()
+    else:
+        dt = _F32 if item == 4 else _F64
+        name = _NP_NAMES[dt]
+        r, y, z, w, buf, k, rows, kmed, k9, _, _, coef = _compiled_plan(M, K, N, dt, name)
+        fmts = (name,) * 4
+        fn = fns.get(name, 0)
+        if not fn:
+            return False
+        pool = False
+    # its own buffers (the stage-1 plans' are shared with the other paths' calls)
     r, y, z, w, buf = (np.empty_like(v) for v in (r, y, z, w, buf))
-    _fastc.common_plan(fns[name], fns["ilp64"], r, y, z, w, buf, M, K, N, item, k, rows,
-                       kmed, k9, model.MIN_CALIBRATION_ROWS, MIN_K_FROM_Y, float(coef[0]),
-                       float(coef[1]), float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
+    _fastc.common_plan(fn, fns.get("ilp64", 0), r, y, z, w, buf, M, K, N, item, k, rows,
+                       kmed, k9, model.MIN_CALIBRATION_ROWS, MIN_K_FROM_Y, half, citem,
+                       backend, int(bool(pool)), float(coef[0]), float(coef[1]),
+                       float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
                        model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL,
                        float(model.FLOOR_FRACTION), float(model.LAMBDA_SCREEN),
-                       (((), M, K, N), (name,) * 4))
+                       (((), M, K, N), fmts, "numpy" if backend == 0 else "torch"))
+    return True
+
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _POOL = _cblas.torch_pool  # 16-bit products of CPU tensors on torch's OpenMP threads

@@ -916,7 +916,8 @@ struct plan {
     int ilp64;
     Py_buffer bf[5]; /* r, y, z, w, buf */
     int got;
-    Py_ssize_t M, K, N, item, k, rows, kmed, k9, min_calib, min_k_from_y;
+    Py_ssize_t M, K, N, item, k, rows, kmed, k9, min_calib, min_k_from_y, half, citem,
+        backend, pool;
     double alpha, beta, cap_slack, med, med_q90, floor_fraction, lam;
     PyObject *info; /* what the caller's result reports of the shape (its own object) */
 };
@@ -949,12 +950,14 @@ static int fresh_seed(uint64_t *seed) {
 }
 
 /* common_plan(fn, ilp64, r, y, z, w, buf, M, K, N, item, k, rows, kmed, k9, min_calib,
- *             min_k_from_y, alpha, beta, cap_slack, med, med_q90, floor_fraction, lam, info)
- * registers the plan of one shape (item: 4 float32, 8 float64); info: any object, returned
- * with each of the shape's results */
+ *             min_k_from_y, half, citem, backend, pool, alpha, beta, cap_slack, med, med_q90,
+ *             floor_fraction, lam, info)
+ * registers the plan of one shape and kind (see common; item and citem: the bytes of an
+ * operand's and of C's elements; pool: the 16-bit products on the registered OpenMP
+ * threads); info: any object, returned with each of the shape's results */
 static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 25) {
-        PyErr_SetString(PyExc_TypeError, "common_plan: 25 arguments");
+    if (nargs != 29) {
+        PyErr_SetString(PyExc_TypeError, "common_plan: 29 arguments");
         return NULL;
     }
     struct plan *p = calloc(1, sizeof *p);
@@ -962,11 +965,12 @@ static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     p->fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
     p->ilp64 = (int)PyLong_AsLong(args[1]);
     Py_ssize_t *ints[] = {&p->M, &p->K, &p->N, &p->item, &p->k, &p->rows, &p->kmed, &p->k9,
-                          &p->min_calib, &p->min_k_from_y};
-    for (int i = 0; i < 10; i++) *ints[i] = PyLong_AsSsize_t(args[7 + i]);
+                          &p->min_calib, &p->min_k_from_y, &p->half, &p->citem, &p->backend,
+                          &p->pool};
+    for (int i = 0; i < 14; i++) *ints[i] = PyLong_AsSsize_t(args[7 + i]);
     double *dbls[] = {&p->alpha, &p->beta, &p->cap_slack, &p->med, &p->med_q90,
                       &p->floor_fraction, &p->lam};
-    for (int i = 0; i < 7; i++) *dbls[i] = PyFloat_AsDouble(args[17 + i]);
+    for (int i = 0; i < 7; i++) *dbls[i] = PyFloat_AsDouble(args[21 + i]);
     if (PyErr_Occurred()) goto fail;
     for (int i = 0; i < 5; i++) {
         if (PyObject_GetBuffer(args[2 + i], &p->bf[i],
@@ -974,15 +978,20 @@ static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto fail;
         p->got++;
     }
-    Py_ssize_t it = p->item;
-    if ((it != 4 && it != 8) || p->bf[0].len != p->N * it || p->bf[1].len != p->K * it
+    Py_ssize_t it = p->item == 2 ? 4 : p->item; /* the vectors' items */
+    int c16 = p->item == 2 && p->citem == 2;
+    if ((p->item == 2 ? p->half != 1 && p->half != 2 : p->half != 0)
+        || (p->item != 2 && p->item != 4 && p->item != 8)
+        || (p->item == 2 ? p->citem != 2 && p->citem != 4 : p->citem != p->item)
+        || p->bf[0].len != p->N * it || p->bf[1].len != p->K * it
         || p->bf[2].len != p->M * it || p->bf[3].len != p->M * it
         || p->bf[4].len < (Py_ssize_t)(2 * p->M * sizeof(double)) || p->M < 1 || p->k < 1
-        || p->kmed < 0 || p->kmed >= p->M || p->k9 >= p->M || p->k > p->M || p->fn == 0) {
+        || p->kmed < 0 || p->kmed >= p->M || p->k9 >= p->M || p->k > p->M
+        || (p->fn == 0 && !c16)) {
         PyErr_SetString(PyExc_ValueError, "common_plan: sizes do not match");
         goto fail;
     }
-    p->info = args[24];
+    p->info = args[28];
     Py_INCREF(p->info);
     PyObject *cap = PyCapsule_New(p, "kcontract.plan", plan_free);
     if (cap == NULL) {
@@ -1005,16 +1014,21 @@ static int float_kind(const Py_buffer *b) {
     return (b->itemsize == 4 && f == 'f') ? 4 : (b->itemsize == 8 && f == 'd') ? 8 : 0;
 }
 
-/* common(a, b, c) -> None (not this path: not 2-D C-contiguous float32 / float64 arrays of
- * one dtype and matching shapes with K, N >= 64), (M, K, N, item) (no plan for the shape:
- * register one, then call again), or (seed, ratio, scale, threshold, calibrated, info): the
+/* common(a, b, c, half=0, backend=0) -> None (not this path: not 2-D C-contiguous arrays of
+ * matching shapes with K, N >= 64: half 0, float32 / float64 arrays of one dtype; half 1
+ * or 2, a and b of bfloat16 or float16 bits (2-byte items) and c of theirs or float32),
+ * (M, K, N, item, half, citem, backend) (no plan for the shape and kind: register one,
+ * then call again), or (seed, ratio, scale, threshold, calibrated, info): the
  * screen passes the product where ratio <= 1; otherwise (ratio > 1, NaN, or undecided:
  * ratio None) the caller checks it again with this seed. */
 static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "common(a, b, c)");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "common(a, b, c, half=0, backend=0)");
         return NULL;
     }
+    Py_ssize_t half = nargs >= 4 ? PyLong_AsSsize_t(args[3]) : 0;
+    Py_ssize_t backend = nargs == 5 ? PyLong_AsSsize_t(args[4]) : 0;
+    if (PyErr_Occurred()) return NULL;
     Py_buffer bf[3];
     int got = 0;
     for (int i = 0; i < 3; i++) {
@@ -1028,9 +1042,12 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *out = NULL;
     const Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2];
-    int item = float_kind(A);
-    if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || item == 0 || float_kind(B) != item
-        || float_kind(C) != item || B->shape[0] != A->shape[1] || C->shape[0] != A->shape[0]
+    Py_ssize_t item = half ? 2 : float_kind(A), citem = half ? C->itemsize : item;
+    int kinds_ok = half ? (half == 1 || half == 2) && A->itemsize == 2 && B->itemsize == 2
+                              && (citem == 2 || float_kind(C) == 4)
+                        : item != 0 && float_kind(B) == item && float_kind(C) == item;
+    if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !kinds_ok
+        || B->shape[0] != A->shape[1] || C->shape[0] != A->shape[0]
         || C->shape[1] != B->shape[1] || A->shape[0] < 1 || A->shape[1] < 64
         || B->shape[1] < 64) {
         out = Py_None;
@@ -1041,13 +1058,14 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     struct plan *p = NULL;
     for (int i = 0; i < PLANS && plans[i] != NULL; i++) {
         struct plan *q = PyCapsule_GetPointer(plans[i], "kcontract.plan");
-        if (q != NULL && q->M == M && q->K == K && q->N == N && q->item == item) {
+        if (q != NULL && q->M == M && q->K == K && q->N == N && q->item == item
+            && q->half == half && q->citem == citem && q->backend == backend) {
             p = q;
             break;
         }
     }
     if (p == NULL) {
-        out = Py_BuildValue("(nnni)", M, K, N, item);
+        out = Py_BuildValue("(nnnnnnn)", M, K, N, item, half, citem, backend);
         goto done;
     }
     uint64_t seed;
@@ -1058,7 +1076,8 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
     double st[6];
     if (run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
-                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, 0, 0, st)
+                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, half == 2,
+                   (int)p->pool, st)
         < 0) {
         out = PyErr_NoMemory();
         goto done;
