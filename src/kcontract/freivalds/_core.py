@@ -737,40 +737,6 @@ def _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                     None if buf is None else buf[:M], y, brms)
 
 
-def cached_linear(xh, ch, r, y, brms: Optional[float], zoff: float, seed: int,
-                  fns: dict, f16: bool = False) -> Optional[float]:
-    """The guard's check of a linear product with a cached weight projection, on host
-    views: x (M x K; float32, or bfloat16 bits -- float16 bits with ``f16``), out (M x N;
-    float32, or the 16-bit x's format), r and y = W^T r (float32, contiguous), the weight's
-    rms row norm
-    ``brms``, a bias's b . r (``zoff``), the BLAS gemv ``fns`` (a float32 out's C r).
-    The compiled stage 1 and the screen of verify's common call with a given projection
-    (the same numbers and decision as :func:`_fast_compiled` / :func:`_fast_compiled16`
-    make for it); returns the screen ratio (at most 1) where every row clears the screen,
-    None where one does not or the statistics do not decide (verify then does)."""
-    M, K = xh.shape
-    N = ch.shape[1]
-    if xh.itemsize == 4:  # the per-shape plans (and buffers) of verify's common call
-        plan = scratch(("stage1", M, K, N, _F32), lambda: _compiled_plan(M, K, N, _F32,
-                                                                           "float32"))
-    else:
-        out = "float32" if ch.itemsize == 4 else "float16" if f16 else "bfloat16"
-        plan = scratch(("stage1_16", M, K, N, out), lambda: _compiled_plan16(M, K, N, out))
-    z, w, buf, k, rows, kmed, k9, units = plan[2:10]
-    coef = plan[-1]
-    i0 = 0 if rows else seed % (M - k + 1)
-    dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns["float32"], fns["ilp64"], xh, y, ch, 0, 0,
-                                                 r, y, z, w, buf, i0, k, kmed, k9, rows, True,
-                                                 zoff, f16, xh.itemsize == 2 and _POOL())
-    if not dmax <= math.inf:
-        return None
-    one = scale_from_stats(M, K, N, k, k9, dmax, dk, dk9, css, ass, yss, brms, units, coef)
-    if one is None:
-        return None
-    ratio = _screen_ratio(dmax, one[2])
-    return ratio if ratio <= 1.0 else None
-
-
 def _screen_ratio(dmax: float, scale: float) -> float:
     """max |d| over the screen's threshold LAMBDA_SCREEN x ``scale`` (a row is beyond the
     screen where this exceeds 1)."""

@@ -922,8 +922,9 @@ struct plan {
     PyObject *info; /* what the caller's result reports of the shape (its own object) */
 };
 
-#define PLANS 8
-static PyObject *plans[PLANS]; /* capsules of struct plan, the most recent first */
+#define PLANS 64
+static PyObject *plans[PLANS];     /* capsules of struct plan, the most recently used first */
+static struct plan *plan_at[PLANS]; /* their plans */
 
 static void plan_free(PyObject *cap) {
     struct plan *p = PyCapsule_GetPointer(cap, "kcontract.plan");
@@ -1000,7 +1001,9 @@ static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     Py_XDECREF(plans[PLANS - 1]);
     memmove(plans + 1, plans, (PLANS - 1) * sizeof *plans);
+    memmove(plan_at + 1, plan_at, (PLANS - 1) * sizeof *plan_at);
     plans[0] = cap;
+    plan_at[0] = p;
     Py_RETURN_NONE;
 fail:
     for (int i = 0; i < p->got; i++) PyBuffer_Release(&p->bf[i]);
@@ -1012,6 +1015,141 @@ static int float_kind(const Py_buffer *b) {
     /* 4 float32, 8 float64, 0 anything else */
     char f = b->format ? b->format[strlen(b->format) - 1] : 'B';
     return (b->itemsize == 4 && f == 'f') ? 4 : (b->itemsize == 8 && f == 'd') ? 8 : 0;
+}
+
+/* the screen's decision from stage 1's statistics st (see run_stage1) with the arithmetic
+ * of kcontract.freivalds._screen.scale_from_stats, in the same order: the noise scale,
+ * the threshold t = LAMBDA_SCREEN scale and ratio = max |d| / t; brms: rms_k ||B_k|| where
+ * known (< 0: read off sum y^2).  -1 where the statistics do not decide (NaN, or K too
+ * small to read rms_k ||B_k|| off y). */
+static int screen_verdict(const struct plan *p, const double *st, double brms, double *scale,
+                          double *t, double *ratio, int *calibrated) {
+    double dmax = st[0], dk = st[1], dk9 = st[2], css = st[3], ass = st[4], yss = st[5];
+    if (isnan(dmax)) return -1;
+    if (brms < 0) {
+        if (p->K < p->min_k_from_y || !isfinite(yss)) return -1;
+        brms = sqrt(yss / (double)p->K);
+    }
+    double cn = isfinite(css) ? sqrt(css / (double)p->k) : 0.0;
+    double sn = sqrt(ass / (double)p->k) * brms;
+    double cap = p->cap_slack * pow(p->alpha * (cn * cn) + p->beta * (sn * sn), 0.5);
+    *calibrated = p->M >= p->min_calib;
+    if (!*calibrated) {
+        *scale = cap;
+    } else {
+        double med_d = dk;
+        if (p->k9 >= 0) {
+            double t9 = dk9 * p->med_q90;
+            med_d = t9 > dk ? t9 : dk;
+        }
+        double q = med_d / p->med, f = p->floor_fraction * cap, v = f > q ? f : q;
+        *scale = cap < v ? cap : v;
+    }
+    *t = p->lam * *scale;
+    *ratio = *t > 0 ? dmax / *t : (dmax > 0 ? INFINITY : 0.0);
+    return 0;
+}
+
+/* the registered plan of one shape and kind (moved to the front), or NULL */
+static struct plan *find_plan(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t item,
+                              Py_ssize_t half, Py_ssize_t citem, Py_ssize_t backend) {
+    for (int i = 0; i < PLANS && plan_at[i] != NULL; i++) {
+        struct plan *q = plan_at[i];
+        if (q->M == M && q->K == K && q->N == N && q->item == item && q->half == half
+            && q->citem == citem && q->backend == backend) {
+            if (i > 0) {
+                PyObject *cap = plans[i];
+                memmove(plans + 1, plans, (size_t)i * sizeof *plans);
+                memmove(plan_at + 1, plan_at, (size_t)i * sizeof *plan_at);
+                plans[0] = cap;
+                plan_at[0] = q;
+            }
+            return q;
+        }
+    }
+    return NULL;
+}
+
+/* a C-contiguous M x K matrix at address ptr as a buffer (its shape in shape[2]) */
+static void raw_matrix(Py_buffer *b, Py_ssize_t *shape, uintptr_t ptr, Py_ssize_t M,
+                       Py_ssize_t K, Py_ssize_t item) {
+    memset(b, 0, sizeof *b);
+    shape[0] = M;
+    shape[1] = K;
+    b->buf = (void *)ptr;
+    b->len = M * K * item;
+    b->itemsize = item;
+    b->ndim = 2;
+    b->shape = shape;
+}
+
+/* linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed) -> screen ratio, None, or
+ * (M, K, N, item, half, citem, backend)
+ * The guard's check of a linear product out = x W^T (+ bias) with a cached projection
+ * y = W^T r: x (M x K) and out (M x N) C-contiguous CPU tensors given by their data
+ * addresses (the caller holds them and has checked their layout: one call into torch for
+ * each instead of a numpy view's), float32 (half 0) or bfloat16 / float16 bits (half 1 /
+ * 2, out in the same format); r, y float32 arrays; brms: rms_k ||W_k|| (None: read off y);
+ * zoff: a bias's b . r.  Stage 1 and the screen of common with the given projection (the
+ * plan of shape M x K x N, backend 1); the ratio where every row clears the screen, None
+ * where one does not or the statistics do not decide, the plan's key where the shape has
+ * none yet (register it, then call again). */
+static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError,
+                        "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed)");
+        return NULL;
+    }
+    uintptr_t xp = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    uintptr_t op = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t M = PyLong_AsSsize_t(args[2]), K = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t N = PyLong_AsSsize_t(args[4]), half = PyLong_AsSsize_t(args[5]);
+    double brms = args[8] == Py_None ? -1.0 : PyFloat_AsDouble(args[8]);
+    double zoff = PyFloat_AsDouble(args[9]);
+    uint64_t seed = PyLong_AsUnsignedLongLong(args[10]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t item = half ? 2 : 4;
+    if (M < 1 || K < 64 || N < 64 || half < 0 || half > 2 || xp == 0 || op == 0) {
+        PyErr_SetString(PyExc_ValueError, "linear: bad sizes or addresses");
+        return NULL;
+    }
+    struct plan *p = find_plan(M, K, N, item, half, item, 1);
+    if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, item, (Py_ssize_t)1);
+    Py_buffer rv, yv;
+    if (get(args[6], &rv, 0) < 0) return NULL;
+    if (get(args[7], &yv, 0) < 0) {
+        PyBuffer_Release(&rv);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (rv.len != N * 4 || yv.len != K * 4 || rv.itemsize != 4 || yv.itemsize != 4) {
+        PyErr_SetString(PyExc_ValueError, "linear: r and y must be float32 of N and K");
+        goto done;
+    }
+    Py_buffer A, C;
+    Py_ssize_t ash[2], csh[2];
+    raw_matrix(&A, ash, xp, M, K, item);
+    raw_matrix(&C, csh, op, M, N, item);
+    Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
+    double st[6];
+    if (run_stage1(p->fn, p->ilp64, &A, &yv, &C, &rv, &yv, &p->bf[2], &p->bf[3], &p->bf[4],
+                   0, 0, i0, p->k, p->kmed, p->k9, p->rows, 1, zoff, half == 2, (int)p->pool,
+                   st) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double scale, t, ratio;
+    int calibrated;
+    if (screen_verdict(p, st, brms, &scale, &t, &ratio, &calibrated) < 0 || !(ratio <= 1.0)) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else {
+        out = PyFloat_FromDouble(ratio);
+    }
+done:
+    PyBuffer_Release(&rv);
+    PyBuffer_Release(&yv);
+    return out;
 }
 
 /* common(a, b, c, half=0, backend=0) -> None (not this path: not 2-D C-contiguous arrays of
@@ -1055,15 +1193,7 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
-    struct plan *p = NULL;
-    for (int i = 0; i < PLANS && plans[i] != NULL; i++) {
-        struct plan *q = PyCapsule_GetPointer(plans[i], "kcontract.plan");
-        if (q != NULL && q->M == M && q->K == K && q->N == N && q->item == item
-            && q->half == half && q->citem == citem && q->backend == backend) {
-            p = q;
-            break;
-        }
-    }
+    struct plan *p = find_plan(M, K, N, item, half, citem, backend);
     if (p == NULL) {
         out = Py_BuildValue("(nnnnnnn)", M, K, N, item, half, citem, backend);
         goto done;
@@ -1082,33 +1212,13 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         out = PyErr_NoMemory();
         goto done;
     }
-    double dmax = st[0], dk = st[1], dk9 = st[2], css = st[3], ass = st[4], yss = st[5];
-    if (isnan(dmax) || K < p->min_k_from_y || !isfinite(yss)) {
+    double scale, t, ratio;
+    int calibrated;
+    if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0) {
         out = Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
                             p->info);
         goto done;
     }
-    /* scale_from_stats, step by step */
-    double brms = sqrt(yss / (double)K);
-    double cn = isfinite(css) ? sqrt(css / (double)p->k) : 0.0;
-    double sn = sqrt(ass / (double)p->k) * brms;
-    double cap = p->cap_slack * pow(p->alpha * (cn * cn) + p->beta * (sn * sn), 0.5);
-    double scale;
-    int calibrated = M >= p->min_calib;
-    if (!calibrated) {
-        scale = cap;
-    } else {
-        double med_d = dk;
-        if (p->k9 >= 0) {
-            double t9 = dk9 * p->med_q90;
-            med_d = t9 > dk ? t9 : dk;
-        }
-        double q = med_d / p->med, f = p->floor_fraction * cap;
-        scale = f > q ? f : q;
-        scale = cap < scale ? cap : scale;
-    }
-    double t = p->lam * scale;
-    double ratio = t > 0 ? dmax / t : (dmax > 0 ? INFINITY : 0.0);
     out = Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
                         calibrated ? Py_True : Py_False, p->info);
 done:
@@ -1389,6 +1499,9 @@ static PyMethodDef methods[] = {
      "screen_stats(z, w, kz, buf, k, k9, cblk, kc, ablk, ka, y, ky, rows) -> 6 floats"},
     {"common", (PyCFunction)(void (*)(void))common, METH_FASTCALL,
      "common(a, b, c): verify's common call (see the source)"},
+    {"linear", (PyCFunction)(void (*)(void))linear, METH_FASTCALL,
+     "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed): the guard's cached "
+     "linear check (see the source)"},
     {"common_plan", (PyCFunction)(void (*)(void))common_plan, METH_FASTCALL,
      "common_plan(...): registers common's plan for one shape"},
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,

@@ -36,8 +36,11 @@ _SEED_MASK = 2 ** 62 - 1
 #: beyond it a product is checked at once.
 DEFER_BYTES = 64 << 20
 _TORCH = None  # torch, once a guard needs it (see _torch)
-#: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name)
+#: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name,
+#: the compiled check's ``half``)
 _LEAN: dict = {}
+#: the compiled linear check (``_fastc.linear``), where the helper is built
+_LINEAR = getattr(_core._fastc, "linear", None)
 _FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
 
 
@@ -340,8 +343,9 @@ class Guard(contextlib.ContextDecorator):
     def _lean_linear(self, x, w, out, bias) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
         (or bfloat16, float16) x and out, a weight whose projection W^T r is cached (from an
-        earlier check of it), a bias's b . r cached beside it: :func:`._core.cached_linear`
-        (verify's compiled stage 1 and screen) with a seed from the guard's own sequence.
+        earlier check of it), a bias's b . r cached beside it: ``_fastc.linear`` (verify's
+        compiled stage 1 and screen with the cached projection, reading x and out at their
+        addresses) with a seed from the guard's own sequence.
         True where every row clears the screen; False where this path does not apply or
         a row is beyond the screen (the caller then runs :func:`verify`, which decides and
         reports)."""
@@ -353,7 +357,7 @@ class Guard(contextlib.ContextDecorator):
                 or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()):
             return False
         proj = self._cache.lookup(w, True, fmt[0])
-        if proj is None:
+        if proj is None or _LINEAR is None:
             return False
         r, y = _core.host_parts(proj)
         zoff = 0.0
@@ -361,32 +365,28 @@ class Guard(contextlib.ContextDecorator):
             zoff = self._bias_dot(bias, dt, r)
             if zoff is None:
                 return False
-        if x.requires_grad:
-            x = x.detach()
-        if out.requires_grad:
-            out = out.detach()
-        if dt is torch.float32:
-            xh, ch = x.numpy(), out.numpy()
-        else:  # bfloat16 / float16 bits
-            xh, ch = x.view(torch.int16).numpy(), out.view(torch.int16).numpy()
         K, N = y.shape[0], r.shape[0]
-        if xh.ndim != 2 or ch.ndim != 2:
-            if xh.shape[-1] != K or ch.shape[-1] != N:
-                return False
-            xh, ch = xh.reshape(-1, K), ch.reshape(-1, N)
-        if xh.shape[1] != K or ch.shape != (xh.shape[0], N) or xh.shape[0] == 0 or K < 64 \
-                or N < 64:
+        if x.shape[-1] != K or out.shape[-1] != N:
             return False
-        fns = _FNS or _mkl_fns()
-        if not fns:
+        M = x.numel() // K
+        if M == 0 or out.numel() != M * N or K < 64 or N < 64:
             return False
         self._n += 1
         seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
-        ratio = _core.cached_linear(xh, ch, r, y, proj.b_rms, zoff, seed, fns,
-                                    fmt[1] == "float16")
+        # the compiled check reads x and out (contiguous CPU tensors of one format, checked
+        # above) at their addresses: one call into torch each
+        half = fmt[2]
+        ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms, zoff,
+                        seed)
+        if type(ratio) is tuple:  # the shape's first check: its plan, then the check
+            if ratio in _core._NO_PLAN or not _core._common_plan(*ratio):
+                _core._NO_PLAN.add(ratio)
+                return False
+            ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms,
+                            zoff, seed)
         if ratio is None:
             return False
-        self._last = (ratio, seed, (xh.shape[0], K, N), fmt[1])
+        self._last = (ratio, seed, (M, K, N), fmt[1])
         return True
 
     def _bias_dot(self, bias, dt, r):
@@ -449,9 +449,10 @@ def _torch():
     global _TORCH
     import torch
 
-    for dt, name in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16"),
-                     (torch.float16, "float16")):
-        _LEAN.setdefault(dt, (torch.float32, name))
+    for half, (dt, name) in enumerate(((torch.float32, "float32"),
+                                       (torch.bfloat16, "bfloat16"),
+                                       (torch.float16, "float16"))):
+        _LEAN.setdefault(dt, (torch.float32, name, half))
     _TORCH = torch
     return torch
 
