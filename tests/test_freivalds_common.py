@@ -19,9 +19,11 @@ FIELDS = ("passed", "reason", "ratio", "screen_ratio", "calibrated", "shape", "o
 
 
 def calls(monkeypatch):
+    """Counts the compiled common calls (of arrays, and of tensors at their addresses)."""
     seen = []
-    real = _core._COMMON
-    monkeypatch.setattr(_core, "_COMMON", lambda *a: seen.append(1) or real(*a))
+    for name in ("_COMMON", "_COMMON_PTR"):
+        real = getattr(_core, name)
+        monkeypatch.setattr(_core, name, lambda *a, real=real: seen.append(1) or real(*a))
     return seen
 
 
@@ -154,6 +156,39 @@ def test_what_the_common_call_does_not_take_is_left_to_the_general_path(case):
             verify(a, b, np.matmul(a, b))
     elif case != "bad_shape":
         assert verify(a, b, np.matmul(a, b)).passed
+
+
+@pytest.mark.parametrize("case", ["transposed", "sliced", "mixed", "neg", "grad", "int"])
+def test_tensors_the_compiled_call_cannot_read_at_their_address_go_the_general_way(case):
+    """Tensors whose memory is not their values in row-major order (transposed, sliced, a
+    negative view) or of other formats are not read at their address; the verdicts are
+    still right (a tensor that requires grad is read as its values)."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(96, 80, generator=g), torch.randn(80, 72, generator=g)
+    if case == "transposed":
+        a = torch.randn(80, 96, generator=g).T
+    elif case == "sliced":
+        a = torch.randn(96, 160, generator=g)[:, ::2]
+    elif case == "mixed":
+        b = b.double()
+    elif case == "neg":
+        a = torch._neg_view(torch.randn(96, 80, generator=g))
+    elif case == "grad":
+        a.requires_grad_(True)
+    elif case == "int":
+        a, b = a.int(), b.int()
+    with torch.no_grad():
+        c = torch.matmul(a.resolve_neg() if case == "neg" else a,
+                         b if case != "mixed" else b.float())
+    if case in ("mixed", "int"):
+        with pytest.raises(_core.UsageError):
+            verify(a, b, c)
+        return
+    assert verify(a, b, c).passed
+    bad = c.clone()
+    bad[3, 4] += 1e-3 * float(c.abs().max())
+    assert (3, 4) in verify(a, b, bad).suspect_elements
 
 
 def test_options_other_than_the_defaults_are_not_taken(monkeypatch):

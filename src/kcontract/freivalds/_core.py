@@ -192,9 +192,12 @@ def _as_arrays(a, b, c):
     if ops is NUMPY_OPS:
         if not (type(a) is type(b) is type(c) is np.ndarray):
             a, b, c = (np.asarray(x) for x in (a, b, c))
-    elif not (a.device == b.device == c.device):
-        devs = {str(x.device) for x in (a, b, c)}
-        raise UsageError(f"a, b and c are on different devices: {sorted(devs)}")
+    else:
+        if not (a.device == b.device == c.device):
+            devs = {str(x.device) for x in (a, b, c)}
+            raise UsageError(f"a, b and c are on different devices: {sorted(devs)}")
+        # a negative view's memory is not its values: read the values
+        a, b, c = (x.resolve_neg() if x.is_neg() else x for x in (a, b, c))
     return a, b, c, ops
 
 
@@ -390,6 +393,7 @@ _as_array = np.asarray
 #: the compiled common call (see _fastc.c: one C-contiguous float32 / float64 product of
 #: numpy arrays, default options), where the helper is built
 _COMMON = getattr(_fastc, "common", None)
+_COMMON_PTR = getattr(_fastc, "common_ptr", None)
 
 
 _U16 = np.dtype(np.uint16)
@@ -422,22 +426,25 @@ def _common(a, b, c):
         if torch is None or type(a) is not torch.Tensor or type(b) is not torch.Tensor \
                 or type(c) is not torch.Tensor:
             return None
-        try:
-            if a.requires_grad or b.requires_grad or c.requires_grad \
-                    or not (a.is_cpu and b.is_cpu and c.is_cpu):
-                return None
-            dt = a.dtype
-            half = (_HALF_TORCH or _half_tables()[1]).get(dt)
-            if half is None or b.dtype is not dt:
-                return None
-            if half:
-                i16 = torch.int16
-                out = _COMMON(a.view(i16).numpy(), b.view(i16).numpy(),
-                              c.view(i16).numpy() if c.dtype is dt else c.numpy(), half, 1)
-            else:
-                out = _COMMON(a.numpy(), b.numpy(), c.numpy(), 0, 1)
-        except (RuntimeError, TypeError):  # a tensor numpy cannot view
+        if not (a.is_cpu and b.is_cpu and c.is_cpu and a.is_contiguous()
+                and b.is_contiguous() and c.is_contiguous()) \
+                or a.is_neg() or b.is_neg() or c.is_neg():  # (memory that is not the value)
             return None
+        dt = a.dtype
+        half = (_HALF_TORCH or _half_tables()[1]).get(dt)
+        if half is None or b.dtype is not dt:
+            return None
+        sa, sb, sc = a.shape, b.shape, c.shape
+        if len(sa) != 2 or len(sb) != 2 or len(sc) != 2 or sb[0] != sa[1] \
+                or sc[0] != sa[0] or sc[1] != sb[1]:
+            return None
+        # contiguous CPU tensors of checked formats and shapes, read at their addresses (one
+        # call into torch each; a numpy view costs tens of microseconds right after a
+        # product)
+        citem = c.element_size() if c.dtype is dt else 4 if c.dtype is torch.float32 \
+            and half else 0
+        out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), sa[0], sa[1], sb[1],
+                          half, citem, 1) if citem else None
     if out is None:
         return None
     if len(out) == 7:  # the shape's first call: its plan, then the call again
@@ -567,7 +574,8 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         if type(c) is not T or c.requires_grad:
             c = c.detach()
         if type(a) is not T or type(b) is not T or type(c) is not T \
-                or not (a.is_cpu and b.is_cpu and c.is_cpu):
+                or not (a.is_cpu and b.is_cpu and c.is_cpu) \
+                or a.is_neg() or b.is_neg() or c.is_neg():  # (the general path resolves them)
             return None
         if bias is not None:
             if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):

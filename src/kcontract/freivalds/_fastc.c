@@ -1152,6 +1152,61 @@ done:
     return out;
 }
 
+/* common's check of A B = C (buffers of checked kinds and shapes): see common */
+static PyObject *common_run(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
+                            Py_ssize_t item, Py_ssize_t half, Py_ssize_t citem,
+                            Py_ssize_t backend) {
+    Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
+    struct plan *p = find_plan(M, K, N, item, half, citem, backend);
+    if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, citem, backend);
+    uint64_t seed;
+    if (fresh_seed(&seed) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
+    double st[6];
+    if (run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
+                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, half == 2,
+                   (int)p->pool, st)
+        < 0)
+        return PyErr_NoMemory();
+    double scale, t, ratio;
+    int calibrated;
+    if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0) {
+        return Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
+                             p->info);
+    }
+    return Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
+                         calibrated ? Py_True : Py_False, p->info);
+}
+
+/* common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend): common for C-contiguous
+ * matrices given by their data addresses (CPU tensors whose layout and formats the caller
+ * has checked and holds: one call into torch each instead of a numpy view's); half 0:
+ * float32 (citem 4) or float64 (citem 8) operands and C; half 1 / 2: bfloat16 / float16
+ * bits, C of theirs (citem 2) or float32 (citem 4) */
+static PyObject *common_ptr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend)");
+        return NULL;
+    }
+    uintptr_t ptr[3];
+    for (int i = 0; i < 3; i++) ptr[i] = (uintptr_t)PyLong_AsUnsignedLongLong(args[i]);
+    Py_ssize_t v[6];
+    for (int i = 0; i < 6; i++) v[i] = PyLong_AsSsize_t(args[3 + i]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t M = v[0], K = v[1], N = v[2], half = v[3], citem = v[4];
+    Py_ssize_t item = half ? 2 : citem;
+    if (M < 1 || K < 64 || N < 64 || half < 0 || half > 2 || !ptr[0] || !ptr[1] || !ptr[2]
+        || (half ? citem != 2 && citem != 4 : citem != 4 && citem != 8))
+        Py_RETURN_NONE;
+    Py_buffer A, B, C;
+    Py_ssize_t ash[2], bsh[2], csh[2];
+    raw_matrix(&A, ash, ptr[0], M, K, item);
+    raw_matrix(&B, bsh, ptr[1], K, N, item);
+    raw_matrix(&C, csh, ptr[2], M, N, citem);
+    return common_run(&A, &B, &C, item, half, citem, v[5]);
+}
+
 /* common(a, b, c, half=0, backend=0) -> None (not this path: not 2-D C-contiguous arrays of
  * matching shapes with K, N >= 64: half 0, float32 / float64 arrays of one dtype; half 1
  * or 2, a and b of bfloat16 or float16 bits (2-byte items) and c of theirs or float32),
@@ -1192,35 +1247,7 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(out);
         goto done;
     }
-    Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
-    struct plan *p = find_plan(M, K, N, item, half, citem, backend);
-    if (p == NULL) {
-        out = Py_BuildValue("(nnnnnnn)", M, K, N, item, half, citem, backend);
-        goto done;
-    }
-    uint64_t seed;
-    if (fresh_seed(&seed) < 0) {
-        out = PyErr_SetFromErrno(PyExc_OSError);
-        goto done;
-    }
-    Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
-    double st[6];
-    if (run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
-                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, half == 2,
-                   (int)p->pool, st)
-        < 0) {
-        out = PyErr_NoMemory();
-        goto done;
-    }
-    double scale, t, ratio;
-    int calibrated;
-    if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0) {
-        out = Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
-                            p->info);
-        goto done;
-    }
-    out = Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
-                        calibrated ? Py_True : Py_False, p->info);
+    out = common_run(A, B, C, item, half, citem, backend);
 done:
     for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
     return out;
@@ -1502,6 +1529,8 @@ static PyMethodDef methods[] = {
     {"linear", (PyCFunction)(void (*)(void))linear, METH_FASTCALL,
      "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed): the guard's cached "
      "linear check (see the source)"},
+    {"common_ptr", (PyCFunction)(void (*)(void))common_ptr, METH_FASTCALL,
+     "common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend): common at addresses"},
     {"common_plan", (PyCFunction)(void (*)(void))common_plan, METH_FASTCALL,
      "common_plan(...): registers common's plan for one shape"},
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,

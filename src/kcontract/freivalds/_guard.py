@@ -354,7 +354,8 @@ class Guard(contextlib.ContextDecorator):
         fmt = _LEAN.get(dt)
         if fmt is None or type(x) is not torch.Tensor or type(out) is not torch.Tensor \
                 or out.dtype is not dt or w.dtype is not dt \
-                or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()):
+                or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()) \
+                or x.is_neg() or out.is_neg():  # (memory that is not the value)
             return False
         proj = self._cache.lookup(w, True, fmt[0])
         if proj is None or _LINEAR is None:
