@@ -41,7 +41,7 @@ browser:
 	  echo "warning: chromium is not installed (run as root to install it): the browser tests skip"
 
 test: $(STAMP) sandbox browser
-	KCONTRACT_REQUIRE_TORCH=1 $(BIN)/python -m pytest -n 2 -q
+	KCONTRACT_REQUIRE_TORCH=1 KCONTRACT_REQUIRE_HELPER=1 $(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

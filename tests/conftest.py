@@ -18,6 +18,19 @@ def pytest_configure(config):
             import torch  # noqa: F401
         except ImportError as exc:
             raise pytest.UsageError(f"KCONTRACT_REQUIRE_TORCH is set but torch does not import: {exc}")
+    # and the compiled helper must be built, from the current source: the extension is
+    # optional, so a build that fails leaves no module (its tests would skip) or, in a
+    # working tree, the previous build in place
+    if os.environ.get("KCONTRACT_REQUIRE_HELPER"):
+        try:
+            from kcontract.freivalds import _fastc
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"KCONTRACT_REQUIRE_HELPER is set but the compiled helper does not import: {exc}")
+        src = Path(_fastc.__file__).parent / "_fastc.c"
+        if src.exists() and src.stat().st_mtime > Path(_fastc.__file__).stat().st_mtime:
+            raise pytest.UsageError("the compiled helper is older than its source: it did not "
+                                    "build (run `python setup.py build_ext --inplace` to see why)")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -82,6 +82,28 @@ def test_16bit_blocks_are_read_exactly():
         assert st[3] == pytest.approx(ref, rel=1e-15) and st[4] == st[3]
 
 
+@pytest.mark.parametrize("cols", [64, 95, 1000, 4099])
+@pytest.mark.parametrize("dt,kind", [(np.float32, 0), (np.float64, 1),
+                                     (ml_dtypes.bfloat16, 2), (np.float16, 3)])
+def test_long_rows_sums_of_squares_are_float64_sums(cols, dt, kind):
+    """The vector loops (four accumulators, each element widened and squared exactly) and
+    their tails: float64 sums of the exact squares, subnormals included, up to the order of
+    the additions; the largest row where every row is read."""
+    rng = np.random.default_rng(cols + kind)
+    x = (rng.standard_normal((5, cols)) * 10.0 ** rng.integers(-3, 3, (5, cols))).astype(dt)
+    x[1, :7] = 0
+    x[2, 3] = dt(1e-40) if dt is not np.float16 else dt(6e-8)  # a subnormal
+    bits = x.view(np.uint16) if kind >= 2 else x
+    buf = np.empty(10)
+    st = fastc.screen_stats(np.zeros(5), None, 1, buf, 2, -1, bits, kind, bits, kind,
+                            np.zeros(4), 1, 0)
+    sq = x.astype(np.float64) ** 2
+    assert st[3] == pytest.approx(float(sq.sum()), rel=1e-13) and st[4] == st[3]
+    st = fastc.screen_stats(np.zeros(5), None, 1, buf, 2, -1, bits, kind, bits, kind,
+                            np.zeros(4), 1, 5)  # every row: the largest row's sum
+    assert st[3] == pytest.approx(float(sq.sum(axis=1).max()), rel=1e-13)
+
+
 ISAS = [0, 1, 2]  # plain C, AVX2 with FMA, AVX-512 (each at most what the CPU has)
 
 

@@ -101,9 +101,131 @@ static double sumsq(const void *buf, Py_ssize_t n, int kind, Py_ssize_t rowlen) 
     return best;
 }
 
+static int bf16_isa(void);
+static int f16c_ok(void);
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define KC_X86 1
+
+/* float64 sums of squares with independent accumulators (one is bound by the adds'
+ * latency: a screen that reads every row of a small product's operands spent most of its
+ * time there): each element widened to float64 and squared exactly (16-bit and float32
+ * squares fit in float64's significand, subnormals included).  The rest of n past the
+ * vector loop is left to the caller (*done: the elements done). */
+__attribute__((target("avx512f,avx2,f16c")))
+static inline __m512 load16_avx512(const char *b, int kind, Py_ssize_t j) {
+    if (kind == 0) return _mm512_loadu_ps((const float *)b + j);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)b + j));
+    if (kind == 2) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+__attribute__((target("avx512f,avx2,f16c")))
+static double sumsq_avx512(const void *buf, Py_ssize_t n, int kind, Py_ssize_t *done) {
+    const char *b = (const char *)buf;
+    Py_ssize_t i = 0;
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    if (kind == 1) {
+        __m512d s2 = _mm512_setzero_pd(), s3 = _mm512_setzero_pd();
+        const double *x = (const double *)b;
+        for (; i + 32 <= n; i += 32) {
+            __m512d v0 = _mm512_loadu_pd(x + i), v1 = _mm512_loadu_pd(x + i + 8);
+            __m512d v2 = _mm512_loadu_pd(x + i + 16), v3 = _mm512_loadu_pd(x + i + 24);
+            s0 = _mm512_fmadd_pd(v0, v0, s0);
+            s1 = _mm512_fmadd_pd(v1, v1, s1);
+            s2 = _mm512_fmadd_pd(v2, v2, s2);
+            s3 = _mm512_fmadd_pd(v3, v3, s3);
+        }
+        s0 = _mm512_add_pd(s0, s2);
+        s1 = _mm512_add_pd(s1, s3);
+    } else {
+        __m512d s2 = _mm512_setzero_pd(), s3 = _mm512_setzero_pd();
+        for (; i + 32 <= n; i += 32) {
+            __m512 v0 = load16_avx512(b, kind, i), v1 = load16_avx512(b, kind, i + 16);
+            __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
+            __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(
+                _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1)));
+            __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
+            __m512d d3 = _mm512_cvtps_pd(_mm256_castpd_ps(
+                _mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
+            s0 = _mm512_fmadd_pd(d0, d0, s0);
+            s1 = _mm512_fmadd_pd(d1, d1, s1);
+            s2 = _mm512_fmadd_pd(d2, d2, s2);
+            s3 = _mm512_fmadd_pd(d3, d3, s3);
+        }
+        s0 = _mm512_add_pd(s0, s2);
+        s1 = _mm512_add_pd(s1, s3);
+    }
+    *done = i;
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static inline __m256 load8_avx2(const char *b, int kind, Py_ssize_t j) {
+    if (kind == 0) return _mm256_loadu_ps((const float *)b + j);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)b + j));
+    if (kind == 2) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static double sumsq_avx2(const void *buf, Py_ssize_t n, int kind, Py_ssize_t *done) {
+    const char *b = (const char *)buf;
+    Py_ssize_t i = 0;
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    if (kind == 1) {
+        __m256d s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+        const double *x = (const double *)b;
+        for (; i + 16 <= n; i += 16) {
+            __m256d v0 = _mm256_loadu_pd(x + i), v1 = _mm256_loadu_pd(x + i + 4);
+            __m256d v2 = _mm256_loadu_pd(x + i + 8), v3 = _mm256_loadu_pd(x + i + 12);
+            s0 = _mm256_fmadd_pd(v0, v0, s0);
+            s1 = _mm256_fmadd_pd(v1, v1, s1);
+            s2 = _mm256_fmadd_pd(v2, v2, s2);
+            s3 = _mm256_fmadd_pd(v3, v3, s3);
+        }
+        s0 = _mm256_add_pd(s0, s2);
+        s1 = _mm256_add_pd(s1, s3);
+    } else {
+        __m256d s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+        for (; i + 16 <= n; i += 16) {
+            __m256 v0 = load8_avx2(b, kind, i), v1 = load8_avx2(b, kind, i + 8);
+            __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
+            __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
+            __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
+            __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
+            s0 = _mm256_fmadd_pd(d0, d0, s0);
+            s1 = _mm256_fmadd_pd(d1, d1, s1);
+            s2 = _mm256_fmadd_pd(d2, d2, s2);
+            s3 = _mm256_fmadd_pd(d3, d3, s3);
+        }
+        s0 = _mm256_add_pd(s0, s2);
+        s1 = _mm256_add_pd(s1, s3);
+    }
+    *done = i;
+    __m256d t = _mm256_add_pd(s0, s1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+#endif
+
 static double sumsq_n(const void *buf, Py_ssize_t n, int kind) {
-    /* float64 sums of squares; the order of the additions is left to the vectoriser */
+    /* float64 sums of squares; the order of the additions is the vector loop's */
     double s = 0.0;
+#ifdef KC_X86
+    if (n >= 64) {
+        int isa = bf16_isa();
+        if (isa == 1 && kind == 3 && !f16c_ok()) isa = 0;
+        Py_ssize_t done = 0;
+        if (isa == 2) s = sumsq_avx512(buf, n, kind, &done);
+        else if (isa == 1) s = sumsq_avx2(buf, n, kind, &done);
+        if (done > 0) {
+            buf = (const char *)buf + done * kind_size(kind);
+            n -= done;
+        }
+    }
+#endif
     if (kind == 0) {
         const float *x = (const float *)buf;
 #pragma omp simd reduction(+ : s)
@@ -408,12 +530,6 @@ static void gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K, P
  * elsewhere).  Four rows share each load of v.  The products x_ij v_j are exact in the
  * fused multiply-add and the sums are float32 (per-lane partial sums, then the lanes):
  * a float32 accumulation of K terms, as a float32 BLAS gemv makes. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <cpuid.h>
-#include <immintrin.h>
-#define KC_X86 1
-#endif
-
 static inline float bits_f32(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
