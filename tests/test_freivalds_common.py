@@ -27,11 +27,19 @@ def calls(monkeypatch):
     return seen
 
 
-def same(a, b):
+def same(a, b, exact=True):
+    """The same decision and screen; with ``exact=False`` (torch's MKL products, whose
+    rounding is not reproducible from call to call: the residual's noise, which the screen
+    calibrates on, differs, and an honest row may be screened in one and not the other)
+    the same decision and thresholds within the calibration's sampling noise."""
     for f in FIELDS:
-        assert getattr(a, f) == getattr(b, f), f
-    assert np.array_equal(a.threshold, b.threshold)
-    assert np.array_equal(a.noise_scale, b.noise_scale)
+        if exact or f not in ("ratio", "screen_ratio"):
+            assert getattr(a, f) == getattr(b, f), f
+    if exact:
+        assert np.array_equal(a.threshold, b.threshold)
+        assert np.array_equal(a.noise_scale, b.noise_scale)
+    else:
+        assert np.allclose(a.threshold, b.threshold, rtol=0.5, atol=0)
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 64, 64), (5, 300, 80), (64, 64, 64), (65, 128, 200),
@@ -95,7 +103,7 @@ def test_every_kind_decides_as_the_path_it_shortens(monkeypatch, lib, op, out, M
     for _ in range(3):
         got = verify(a, b, c)
         assert seen and got.passed and got.backend == lib
-        same(got, verify(a, b, c, seed=got.seed))
+        same(got, verify(a, b, c, seed=got.seed), exact=lib == "numpy")
     bad = c.copy() if lib == "numpy" else c.clone()
     big = float(np.abs(np.asarray(c, dtype=np.float64) if lib == "numpy"
                        else c.double().numpy()).max())
@@ -197,12 +205,14 @@ def test_options_other_than_the_defaults_are_not_taken(monkeypatch):
     b = rng.standard_normal((70, 80)).astype(np.float32)
     c = a @ b
     seen = calls(monkeypatch)
-    for kw in ({"seed": 3}, {"rounds": 2}, {"groups": 2}, {"false_alarm": 1e-6},
+    for kw in ({"rounds": 2}, {"groups": 2}, {"false_alarm": 1e-6}, {"seed": 2 ** 64},
                {"accumulate": "float32"}, {"bound": "deterministic"}, {"repair": True}):
         res = verify(a, b, c, **kw)
         assert res.passed
     assert not seen
     assert verify(a, b, c, false_alarm=1e-6).false_alarm == 1e-6
+    res = verify(a, b, c, seed=3)  # a given seed (below 2^64) is the compiled call's
+    assert seen and res.seed == 3 and res.passed
 
 
 def test_fresh_seeds_differ_between_calls_and_after_a_fork():
@@ -226,3 +236,54 @@ def test_fresh_seeds_differ_between_calls_and_after_a_fork():
     with os.fdopen(r) as fh:
         child = int(fh.read())
     assert child != verify(a, b, c).seed
+
+
+def batch_operands(lib, dt, B, H, T, D, seed):
+    """Attention's q k^T with the strided views of a fused q/k/v projection."""
+    rng = np.random.default_rng(seed)
+    qkv = rng.standard_normal((B, T, 3 * H * D)).astype(dt)
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        qkv = torch.from_numpy(qkv)
+        q, k = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(1, 2)
+                for i in range(2))
+        kt = k.transpose(-2, -1)
+        return q, kt, torch.matmul(q, kt)
+    q, k = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            for i in range(2))
+    kt = k.swapaxes(-1, -2)
+    return q, kt, np.matmul(q, kt)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("T", [64, 200, 256])
+def test_a_batch_decides_as_the_path_it_shortens(monkeypatch, lib, dt, T):
+    """Strided batches (q, k^T of a fused projection): the compiled batch call's thresholds,
+    scales and ratio equal the Python path's for the seed it drew (the median alone, and
+    with the 90 % point), and a wrong element of one matrix is found."""
+    a, b, c = batch_operands(lib, dt, 2, 3, T, 64, T)
+    seen = []
+    real = _core._COMMON_BATCH
+    monkeypatch.setattr(_core, "_COMMON_BATCH", lambda *x: seen.append(1) or real(*x))
+    for _ in range(3):
+        got = verify(a, b, c)
+        assert seen and got.passed and got.backend == lib and got.shape == ((2, 3), T, 64, T)
+        same(got, verify(a, b, c, seed=got.seed), exact=lib == "numpy")
+    bad = c.copy() if lib == "numpy" else c.clone()
+    bad[1, 2, T // 2, 5] += 1e-3 * float(abs(bad).max())
+    res = verify(a, b, bad)
+    assert not res.passed and res.suspect_elements == [(1, 2, T // 2, 5)]
+
+
+def test_a_batch_the_compiled_call_does_not_take_goes_the_general_way():
+    """Too few rows to calibrate each matrix, a layout without a unit stride, 16-bit: the
+    general path, with the same verdicts."""
+    rng = np.random.default_rng(8)
+    small = rng.standard_normal((4, 32, 64)).astype(np.float32)
+    bm = rng.standard_normal((4, 64, 80)).astype(np.float32)
+    assert verify(small, bm, small @ bm).passed
+    a = rng.standard_normal((3, 100, 128)).astype(np.float32)[:, :, ::2]
+    b = rng.standard_normal((3, 64, 70)).astype(np.float32)
+    assert fastc.common_batch(a, b, a @ b, 0) is None
+    assert verify(a, b, a @ b).passed

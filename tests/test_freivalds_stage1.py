@@ -183,9 +183,11 @@ def test_the_common_call_shortcut_decides_exactly_as_the_general_path(monkeypatc
     if np.dtype(dtype).itemsize == 2 and not _mkl.available(dtype):
         pytest.skip("16-bit operands take the shortcut only with MKL's product")
     rng = np.random.default_rng(7)
-    calls = []
-    real = _core._fast
-    monkeypatch.setattr(_core, "_fast", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    calls = []  # the shortcuts' results: the compiled common call's, or _fast's
+    for name in ("_fast", "_common"):
+        real = getattr(_core, name)
+        monkeypatch.setattr(_core, name, lambda *a, real=real, **k: calls.append(
+            real(*a, **k)) or calls[-1])
     for M, K, N in ((256, 300, 200), (65, 64, 64), (512, 97, 130)):
         A = rng.standard_normal((M, K)).astype(dtype)
         B = rng.standard_normal((K, N)).astype(dtype)

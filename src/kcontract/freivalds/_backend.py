@@ -111,6 +111,17 @@ def scratch(key, make):
     return buf
 
 
+def aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an ``align``-byte boundary
+    (MKL's gemv rounds its result differently with its vectors' alignment: the check's
+    vectors are aligned alike in every path, so that the paths decide alike)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    raw = np.empty(n * dt.itemsize + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n * dt.itemsize].view(dt).reshape(shape)
+
+
 class _Widener:
     """Widens row chunks of a narrow-format matrix to the check's dtype.
 

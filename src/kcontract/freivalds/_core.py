@@ -28,7 +28,8 @@ from ..errors import UsageError
 from ..formats import get_format, round_to
 from . import _model as model
 from . import _cblas, _mkl
-from ._backend import _NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, ops_for, scratch, sub_index
+from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_for, scratch,
+                       sub_index)
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
 from ._screen import (_M64, MIN_K_FROM_Y, Screen, _fastc, batch_screen, scale_from_stats,
@@ -325,17 +326,19 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
     t0 = _clock()
-    if seed is None and rounds == 1 and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM \
-            and bias is None and _pre is None and accumulate is None and output_format is None \
+    if (seed is None or type(seed) is int and 0 <= seed <= _M64) and rounds == 1 \
+            and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM and bias is None \
+            and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
-        res = _common(a, b, c)
+        res = _common(a, b, c, seed)
         if type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
         # not the common call (None), or a row beyond its screen: the same seed's check
         # again, the general path taking over from its screen
-        seed = res
+        if res is not None:
+            seed = res
     if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
             or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
             or repair is not False or bound != "probabilistic":
@@ -394,6 +397,7 @@ _as_array = np.asarray
 #: numpy arrays, default options), where the helper is built
 _COMMON = getattr(_fastc, "common", None)
 _COMMON_PTR = getattr(_fastc, "common_ptr", None)
+_COMMON_BATCH = getattr(_fastc, "common_batch", None)
 
 
 _U16 = np.dtype(np.uint16)
@@ -404,30 +408,31 @@ _HALF_TORCH: dict = {}
 _NO_PLAN: set = set()
 
 
-def _common(a, b, c):
+def _common(a, b, c, seed=None):
     """verify's common call through ``_fastc.common`` (one 2-D C-contiguous product of numpy
     arrays or CPU tensors, float32 / float64, or bfloat16 / float16 operands with C in
-    their format or float32; default options): its passing result, else the seed it drew
-    (a row beyond the screen: the caller checks again with it), or None where it does not
-    apply."""
+    their format or float32; default options; ``seed``: the caller's, or None for a fresh
+    one): its passing result, else the seed it used (a row beyond the screen: the caller
+    checks again with it), or None where it does not apply."""
     if type(a) is np.ndarray:
         if type(b) is not np.ndarray or type(c) is not np.ndarray:
             return None
+        if a.ndim > 2:
+            return _common_batch(a, b, c, 0, seed)
         half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
         if half:
             if b.dtype != a.dtype:
                 return None
             out = _COMMON(a.view(_U16), b.view(_U16), c.view(_U16) if c.dtype == a.dtype
-                          else c, half, 0)
+                          else c, half, 0, seed)
         else:
-            out = _COMMON(a, b, c)
+            out = _COMMON(a, b, c, 0, 0, seed)
     else:
         torch = sys.modules.get("torch")
         if torch is None or type(a) is not torch.Tensor or type(b) is not torch.Tensor \
                 or type(c) is not torch.Tensor:
             return None
-        if not (a.is_cpu and b.is_cpu and c.is_cpu and a.is_contiguous()
-                and b.is_contiguous() and c.is_contiguous()) \
+        if not (a.is_cpu and b.is_cpu and c.is_cpu) \
                 or a.is_neg() or b.is_neg() or c.is_neg():  # (memory that is not the value)
             return None
         dt = a.dtype
@@ -435,6 +440,15 @@ def _common(a, b, c):
         if half is None or b.dtype is not dt:
             return None
         sa, sb, sc = a.shape, b.shape, c.shape
+        if len(sa) > 2:
+            if half or c.dtype is not dt:
+                return None
+            try:  # a batch of strided views (attention's q, k^T, v of a fused projection)
+                return _common_batch(a.numpy(), b.numpy(), c.numpy(), 1, seed)
+            except (RuntimeError, TypeError):  # a tensor numpy cannot view
+                return None
+        if not (a.is_contiguous() and b.is_contiguous() and c.is_contiguous()):
+            return None
         if len(sa) != 2 or len(sb) != 2 or len(sc) != 2 or sb[0] != sa[1] \
                 or sc[0] != sa[0] or sc[1] != sb[1]:
             return None
@@ -444,20 +458,67 @@ def _common(a, b, c):
         citem = c.element_size() if c.dtype is dt else 4 if c.dtype is torch.float32 \
             and half else 0
         out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), sa[0], sa[1], sb[1],
-                          half, citem, 1) if citem else None
+                          half, citem, 1, seed) if citem else None
     if out is None:
         return None
     if len(out) == 7:  # the shape's first call: its plan, then the call again
         if out in _NO_PLAN or not _common_plan(*out):
             _NO_PLAN.add(out)
             return None
-        return _common(a, b, c)
+        return _common(a, b, c, seed)
     seed, ratio = out[0], out[1]
     if ratio is not None and ratio <= 1.0:
         shape, fmts, backend = out[5]
         return _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape, fmts,
                         seed, DEFAULT_FALSE_ALARM, backend)
     return seed
+
+
+def _common_batch(a, b, c, backend: int, seed=None):
+    """:func:`_common` for a batch (host arrays) through ``_fastc.common_batch``: the
+    passing result, the seed drawn (a row beyond the screen), or None."""
+    if _COMMON_BATCH is None:
+        return None
+    out = _COMMON_BATCH(a, b, c, backend, seed)
+    if out is None:
+        return None
+    if len(out) == 6:  # the shape's first call: its plan, then the call again
+        if out in _NO_PLAN or not _common_batch_plan(*out):
+            _NO_PLAN.add(out)
+            return None
+        out = _COMMON_BATCH(a, b, c, backend, seed)
+        if out is None or len(out) == 6:
+            return None
+    seed, ratio = out[0], out[1]
+    if ratio is not None and ratio <= 1.0:
+        batch, shape, fmts, name = out[4]
+        return _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
+                        ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
+    return seed
+
+
+def _common_batch_plan(batch: tuple, M: int, K: int, N: int, item: int, backend: int) -> bool:
+    """Register ``_fastc.common_batch``'s plan for one batch shape: the screen's plan and
+    constants of :func:`._screen.batch_screen`; False where that does not take the batch
+    (too few rows, a short K or N) or the BLAS function is not there."""
+    items = math.prod(batch)
+    if M < model.MIN_CALIBRATION_ROWS or K < MIN_K_FROM_Y or N < 16 or items * M <= SMALL_ROWS:
+        return False
+    name = "float32" if item == 4 else "float64"
+    fn = _cblas.for_arrays(backend == 0).get(name, 0)
+    if not fn:
+        return False
+    units = _units_for(name, name, name)
+    alpha, beta = model.screen_cap_coefficients(K, N, units)
+    k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1
+    _fastc.common_batch_plan(fn, _cblas.for_arrays(backend == 0)["ilp64"], batch, M, K, N,
+                             item, backend, SAMPLE_ROWS, M // 2, k9, float(alpha), float(beta),
+                             float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
+                             model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL,
+                             float(model.FLOOR_FRACTION), float(model.LAMBDA_SCREEN),
+                             (batch, (batch, M, K, N), (name,) * 4,
+                              "numpy" if backend == 0 else "torch"))
+    return True
 
 
 def _half_tables() -> tuple:
@@ -495,8 +556,9 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         if not fn:
             return False
         pool = False
-    # its own buffers (the stage-1 plans' are shared with the other paths' calls)
-    r, y, z, w, buf = (np.empty_like(v) for v in (r, y, z, w, buf))
+    # its own buffers (the stage-1 plans' are shared with the other paths' calls), aligned
+    # as theirs (see aligned_empty)
+    r, y, z, w, buf = (aligned_empty(v.shape, v.dtype) for v in (r, y, z, w, buf))
     _fastc.common_plan(fn, fns.get("ilp64", 0), r, y, z, w, buf, M, K, N, item, k, rows,
                        kmed, k9, model.MIN_CALIBRATION_ROWS, MIN_K_FROM_Y, half, citem,
                        backend, int(bool(pool)), float(coef[0]), float(coef[1]),
@@ -834,8 +896,8 @@ def _compiled_plan16(M: int, K: int, N: int, out_name: str) -> tuple:
     """The per-shape part of :func:`_fast_compiled16`."""
     k, _, rows, kmed, k9 = screen_plan(M, 0)
     units = _units_for("float32", out_name, "float32")
-    return (np.empty(N, dtype=np.float32), np.empty(K, dtype=np.float32),
-            np.empty(M, dtype=np.float32), np.empty(M, dtype=np.float32), np.empty(2 * M),
+    return (aligned_empty(N, np.float32), aligned_empty(K, np.float32),
+            aligned_empty(M, np.float32), aligned_empty(M, np.float32), np.empty(2 * M),
             k, rows, kmed, k9, units, model.screen_cap_coefficients(K, N, units))
 
 
@@ -845,8 +907,8 @@ def _compiled_plan(M: int, K: int, N: int, dt, name: str) -> tuple:
     k, _, rows, kmed, k9 = screen_plan(M, 0)
     _, acc, out_fmt, _ = _formats(name, name, None, None)
     units = _units_for(acc.name, out_fmt.name, name)
-    return (np.empty(N, dtype=dt), np.empty(K, dtype=dt), np.empty(M, dtype=dt),
-            np.empty(M, dtype=dt), np.empty(2 * M), k, rows, kmed, k9, units, acc.name,
+    return (aligned_empty(N, dt), aligned_empty(K, dt), aligned_empty(M, dt),
+            aligned_empty(M, dt), np.empty(2 * M), k, rows, kmed, k9, units, acc.name,
             model.screen_cap_coefficients(K, N, units))
 
 

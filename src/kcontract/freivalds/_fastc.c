@@ -1036,6 +1036,7 @@ struct plan {
         backend, pool;
     double alpha, beta, cap_slack, med, med_q90, floor_fraction, lam;
     PyObject *info; /* what the caller's result reports of the shape (its own object) */
+    int busy;       /* its buffers in use by a call that released the GIL */
 };
 
 #define PLANS 64
@@ -1064,6 +1065,19 @@ static int fresh_seed(uint64_t *seed) {
     entropy_pos += 8;
     *seed >>= 1; /* 63 bits, as the Python side draws them */
     return 0;
+}
+
+/* the caller's seed (a non-negative int below 2^64), or a fresh one where it is None */
+static int take_seed(PyObject *given, uint64_t *seed) {
+    if (given == Py_None) {
+        if (fresh_seed(seed) < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        return 0;
+    }
+    *seed = PyLong_AsUnsignedLongLong(given);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* common_plan(fn, ilp64, r, y, z, w, buf, M, K, N, item, k, rows, kmed, k9, min_calib,
@@ -1168,7 +1182,8 @@ static int screen_verdict(const struct plan *p, const double *st, double brms, d
 
 /* the registered plan of one shape and kind (moved to the front), or NULL */
 static struct plan *find_plan(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t item,
-                              Py_ssize_t half, Py_ssize_t citem, Py_ssize_t backend) {
+                              Py_ssize_t half, Py_ssize_t citem, Py_ssize_t backend,
+                              PyObject **cap_out) {
     for (int i = 0; i < PLANS && plan_at[i] != NULL; i++) {
         struct plan *q = plan_at[i];
         if (q->M == M && q->K == K && q->N == N && q->item == item && q->half == half
@@ -1180,6 +1195,7 @@ static struct plan *find_plan(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize
                 plans[0] = cap;
                 plan_at[0] = q;
             }
+            *cap_out = plans[0];
             return q;
         }
     }
@@ -1229,8 +1245,10 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "linear: bad sizes or addresses");
         return NULL;
     }
-    struct plan *p = find_plan(M, K, N, item, half, item, 1);
+    PyObject *cap;
+    struct plan *p = find_plan(M, K, N, item, half, item, 1, &cap);
     if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, item, (Py_ssize_t)1);
+    if (p->busy) Py_RETURN_NONE; /* another thread's check holds its buffers: verify decides */
     Py_buffer rv, yv;
     if (get(args[6], &rv, 0) < 0) return NULL;
     if (get(args[7], &yv, 0) < 0) {
@@ -1248,9 +1266,14 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     raw_matrix(&C, csh, op, M, N, item);
     Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
     double st[6];
-    if (run_stage1(p->fn, p->ilp64, &A, &yv, &C, &rv, &yv, &p->bf[2], &p->bf[3], &p->bf[4],
-                   0, 0, i0, p->k, p->kmed, p->k9, p->rows, 1, zoff, half == 2, (int)p->pool,
-                   st) < 0) {
+    Py_INCREF(cap); /* the plan outlives its eviction by another thread meanwhile */
+    p->busy = 1;
+    int rc = run_stage1(p->fn, p->ilp64, &A, &yv, &C, &rv, &yv, &p->bf[2], &p->bf[3],
+                        &p->bf[4], 0, 0, i0, p->k, p->kmed, p->k9, p->rows, 1, zoff, half == 2,
+                        (int)p->pool, st);
+    p->busy = 0;
+    if (rc < 0) {
+        Py_DECREF(cap);
         PyErr_NoMemory();
         goto done;
     }
@@ -1262,6 +1285,7 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         out = PyFloat_FromDouble(ratio);
     }
+    Py_DECREF(cap);
 done:
     PyBuffer_Release(&rv);
     PyBuffer_Release(&yv);
@@ -1271,27 +1295,38 @@ done:
 /* common's check of A B = C (buffers of checked kinds and shapes): see common */
 static PyObject *common_run(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
                             Py_ssize_t item, Py_ssize_t half, Py_ssize_t citem,
-                            Py_ssize_t backend) {
+                            Py_ssize_t backend, PyObject *given) {
     Py_ssize_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
-    struct plan *p = find_plan(M, K, N, item, half, citem, backend);
+    PyObject *cap;
+    struct plan *p = find_plan(M, K, N, item, half, citem, backend, &cap);
     if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, citem, backend);
+    if (p->busy) Py_RETURN_NONE; /* another thread's check holds its buffers: the Python path */
     uint64_t seed;
-    if (fresh_seed(&seed) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    if (take_seed(given, &seed) < 0) return NULL;
     Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
     double st[6];
-    if (run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
-                   &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0, half == 2,
-                   (int)p->pool, st)
-        < 0)
-        return PyErr_NoMemory();
+    Py_INCREF(cap); /* the plan outlives its eviction by another thread meanwhile */
+    p->busy = 1;
+    int rc = run_stage1(p->fn, p->ilp64, A, B, C, &p->bf[0], &p->bf[1], &p->bf[2], &p->bf[3],
+                        &p->bf[4], seed, 0, i0, p->k, p->kmed, p->k9, p->rows, 0, 0.0,
+                        half == 2, (int)p->pool, st);
+    p->busy = 0;
+    PyObject *out = NULL;
+    if (rc < 0) {
+        out = PyErr_NoMemory();
+        goto done;
+    }
     double scale, t, ratio;
     int calibrated;
-    if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0) {
-        return Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
-                             p->info);
-    }
-    return Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
-                         calibrated ? Py_True : Py_False, p->info);
+    if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0)
+        out = Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
+                            p->info);
+    else
+        out = Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
+                            calibrated ? Py_True : Py_False, p->info);
+done:
+    Py_DECREF(cap);
+    return out;
 }
 
 /* common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend): common for C-contiguous
@@ -1300,9 +1335,9 @@ static PyObject *common_run(const Py_buffer *A, const Py_buffer *B, const Py_buf
  * float32 (citem 4) or float64 (citem 8) operands and C; half 1 / 2: bfloat16 / float16
  * bits, C of theirs (citem 2) or float32 (citem 4) */
 static PyObject *common_ptr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend)");
+    if (nargs != 9 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, "
+                                         "backend, seed=None)");
         return NULL;
     }
     uintptr_t ptr[3];
@@ -1320,23 +1355,25 @@ static PyObject *common_ptr(PyObject *self, PyObject *const *args, Py_ssize_t na
     raw_matrix(&A, ash, ptr[0], M, K, item);
     raw_matrix(&B, bsh, ptr[1], K, N, item);
     raw_matrix(&C, csh, ptr[2], M, N, citem);
-    return common_run(&A, &B, &C, item, half, citem, v[5]);
+    return common_run(&A, &B, &C, item, half, citem, v[5], nargs == 10 ? args[9] : Py_None);
 }
 
-/* common(a, b, c, half=0, backend=0) -> None (not this path: not 2-D C-contiguous arrays of
+/* common(a, b, c, half=0, backend=0, seed=None) -> None (not this path: not 2-D C-contiguous arrays of
  * matching shapes with K, N >= 64: half 0, float32 / float64 arrays of one dtype; half 1
  * or 2, a and b of bfloat16 or float16 bits (2-byte items) and c of theirs or float32),
  * (M, K, N, item, half, citem, backend) (no plan for the shape and kind: register one,
  * then call again), or (seed, ratio, scale, threshold, calibrated, info): the
  * screen passes the product where ratio <= 1; otherwise (ratio > 1, NaN, or undecided:
- * ratio None) the caller checks it again with this seed. */
+ * ratio None) the caller checks it again with this seed.  seed: the caller's (an int below
+ * 2^64), or None for a fresh one from OS entropy. */
 static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 3 || nargs > 5) {
-        PyErr_SetString(PyExc_TypeError, "common(a, b, c, half=0, backend=0)");
+    if (nargs < 3 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "common(a, b, c, half=0, backend=0, seed=None)");
         return NULL;
     }
     Py_ssize_t half = nargs >= 4 ? PyLong_AsSsize_t(args[3]) : 0;
-    Py_ssize_t backend = nargs == 5 ? PyLong_AsSsize_t(args[4]) : 0;
+    Py_ssize_t backend = nargs >= 5 ? PyLong_AsSsize_t(args[4]) : 0;
+    PyObject *given = nargs == 6 ? args[5] : Py_None;
     if (PyErr_Occurred()) return NULL;
     Py_buffer bf[3];
     int got = 0;
@@ -1363,7 +1400,7 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(out);
         goto done;
     }
-    out = common_run(A, B, C, item, half, citem, backend);
+    out = common_run(A, B, C, item, half, citem, backend, given);
 done:
     for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
     return out;
@@ -1451,6 +1488,42 @@ static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize
     }
 }
 
+/* stage1_batch's work on acquired buffers (the GIL released inside) */
+static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buffer *B,
+                             const Py_buffer *C, int ta, Py_ssize_t lda, int tb,
+                             Py_ssize_t ldb, int tc, Py_ssize_t ldc, Py_ssize_t items,
+                             Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, uint64_t seed_lo,
+                             uint64_t seed_hi, void *rbuf, void *ybuf, void *zbuf, void *wbuf,
+                             double *d, double *tmp, Py_ssize_t i0, Py_ssize_t k,
+                             Py_ssize_t kmed, Py_ssize_t k9, double *st) {
+    Py_ssize_t item = A->itemsize;
+    int dbl = item == 8, kind = dbl ? 1 : 0;
+    Py_BEGIN_ALLOW_THREADS
+    balanced_signs(seed_lo, seed_hi, 0, N, rbuf, kind);
+    for (Py_ssize_t t = 0; t < items; t++) {
+        const char *a = (const char *)A->buf + item_offset(A, t);
+        const char *b = (const char *)B->buf + item_offset(B, t);
+        const char *c = (const char *)C->buf + item_offset(C, t);
+        char *y = (char *)ybuf + t * K * item, *z = (char *)zbuf + t * M * item;
+        char *w = (char *)wbuf + t * M * item;
+        gemv_t(fn, ilp64, dbl, tb, K, N, ldb, b, rbuf, y);
+        gemv_t(fn, ilp64, dbl, ta, M, K, lda, a, y, z);
+        gemv_t(fn, ilp64, dbl, tc, M, N, ldc, c, rbuf, w);
+        double *dt = d + t * M;
+        for (Py_ssize_t i = 0; i < M; i++) {
+            double v = dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
+                           : fabs((double)((float *)z)[i] - (double)((float *)w)[i]);
+            dt[i] = v;
+        }
+        double *s = st + 6 * t;
+        order_stats_in(dt, tmp, M, kmed, k9, &s[0], &s[1], &s[2]);
+        s[3] = strided_block_sumsq(c, dbl, tc, ldc, N, i0, k);
+        s[4] = strided_block_sumsq(a, dbl, ta, lda, K, i0, k);
+        s[5] = sumsq_n(y, K, kind);
+    }
+    Py_END_ALLOW_THREADS
+}
+
 /* stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, k9,
  *              stats) -> True, or False where a matrix's layout has no unit stride
  * stage1 for every matrix of a batch: a (..., M, K), b (..., K, N), c (..., M, N) strided
@@ -1502,32 +1575,9 @@ static PyObject *stage1_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
         Py_RETURN_FALSE;
     }
-    int dbl = item == 8, kind = dbl ? 1 : 0;
-    double *d = (double *)D->buf, *tmp = (double *)TMP->buf, *st = (double *)S->buf;
-    Py_BEGIN_ALLOW_THREADS
-    balanced_signs(seed_lo, seed_hi, 0, N, R->buf, kind);
-    for (Py_ssize_t t = 0; t < items; t++) {
-        const char *a = (const char *)A->buf + item_offset(A, t);
-        const char *b = (const char *)B->buf + item_offset(B, t);
-        const char *c = (const char *)C->buf + item_offset(C, t);
-        char *y = (char *)Y->buf + t * K * item, *z = (char *)Z->buf + t * M * item;
-        char *w = (char *)W->buf + t * M * item;
-        gemv_t(fn, ilp64, dbl, tb, K, N, ldb, b, R->buf, y);
-        gemv_t(fn, ilp64, dbl, ta, M, K, lda, a, y, z);
-        gemv_t(fn, ilp64, dbl, tc, M, N, ldc, c, R->buf, w);
-        double *dt = d + t * M;
-        for (Py_ssize_t i = 0; i < M; i++) {
-            double v = dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
-                           : fabs((double)((float *)z)[i] - (double)((float *)w)[i]);
-            dt[i] = v;
-        }
-        double *s = st + 6 * t;
-        order_stats_in(dt, tmp, M, kmed, k9, &s[0], &s[1], &s[2]);
-        s[3] = strided_block_sumsq(c, dbl, tc, ldc, N, i0, k);
-        s[4] = strided_block_sumsq(a, dbl, ta, lda, K, i0, k);
-        s[5] = sumsq_n(y, K, kind);
-    }
-    Py_END_ALLOW_THREADS
+    run_stage1_batch(fn, ilp64, A, B, C, ta, lda, tb, ldb, tc, ldc, items, M, K, N, seed_lo,
+                     seed_hi, R->buf, Y->buf, Z->buf, W->buf, (double *)D->buf,
+                     (double *)TMP->buf, i0, k, kmed, k9, (double *)S->buf);
     for (int i = 0; i < got; i++) PyBuffer_Release(&bf[i]);
     Py_RETURN_TRUE;
 fail:
@@ -1625,6 +1675,243 @@ static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+
+/* ---- verify's common call for a batch ---------------------------------------------------
+ * common_batch(a, b, c, backend): common for a strided batch a (..., M, K), b (..., K, N),
+ * c (..., M, N) of float32 or float64 arrays (one batch shape, each matrix with unit
+ * stride along one of its axes: stage1_batch's inputs), with a per-shape plan registered
+ * by common_batch_plan, and the screen of kcontract.freivalds._screen.batch_screen decided
+ * in the same arithmetic (numpy's: a square root for `** 0.5`, clip as min(max(., lo), hi)).
+ * Returns None (not this path: another layout or dtype, or the plan is in use), the plan's
+ * key (batch shape, M, K, N, item, backend) where the shape has none yet, or
+ * (seed, ratio, thresholds, scales, info) -- ratio None where a statistic is not finite;
+ * the screen passes the batch where ratio <= 1 (thresholds and scales: one float per
+ * matrix, in the batch's order). */
+#define BPLANS 32
+#define BDIMS 8
+struct bplan {
+    uintptr_t fn;
+    int ilp64, busy;
+    Py_ssize_t nd, dims[BDIMS], items, M, K, N, item, backend, k, kmed, k9;
+    double alpha, beta, cap_slack, med, med_q90, floor_fraction, lam;
+    char *mem; /* r, y, z, w, then d, tmp, stats (float64) */
+    PyObject *info;
+};
+static PyObject *bplans[BPLANS];
+static struct bplan *bplan_at[BPLANS];
+
+/* the plan's vectors, each from a 64-byte boundary (MKL's gemv rounds differently with the
+ * vectors' alignment: the Python path's scratch is aligned the same way) */
+#define AL64(x) (((x) + 63) & ~(size_t)63)
+static size_t bplan_bytes(Py_ssize_t N, Py_ssize_t items, Py_ssize_t M, Py_ssize_t K,
+                          Py_ssize_t item) {
+    return AL64((size_t)(N * item)) + AL64((size_t)(items * K * item))
+           + AL64((size_t)(items * M * item)) * 2 + AL64((size_t)(items * M * 8))
+           + AL64((size_t)(M * 8)) + AL64((size_t)(6 * items * 8));
+}
+
+static void bplan_free(PyObject *cap) {
+    struct bplan *p = PyCapsule_GetPointer(cap, "kcontract.bplan");
+    if (p == NULL) return;
+    free(p->mem);
+    Py_XDECREF(p->info);
+    free(p);
+}
+
+/* common_batch_plan(fn, ilp64, batch, M, K, N, item, backend, k, kmed, k9, alpha, beta,
+ *                   cap_slack, med, med_q90, floor_fraction, lam, info) */
+static PyObject *common_batch_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 19) {
+        PyErr_SetString(PyExc_TypeError, "common_batch_plan: 19 arguments");
+        return NULL;
+    }
+    struct bplan *p = calloc(1, sizeof *p);
+    if (p == NULL) return PyErr_NoMemory();
+    p->fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    p->ilp64 = (int)PyLong_AsLong(args[1]);
+    PyObject *batch = args[2];
+    if (!PyTuple_Check(batch) || PyTuple_GET_SIZE(batch) < 1
+        || PyTuple_GET_SIZE(batch) > BDIMS) {
+        PyErr_SetString(PyExc_ValueError, "common_batch_plan: batch must be a tuple of 1 to 8");
+        free(p);
+        return NULL;
+    }
+    p->nd = PyTuple_GET_SIZE(batch);
+    p->items = 1;
+    for (Py_ssize_t j = 0; j < p->nd; j++) {
+        p->dims[j] = PyLong_AsSsize_t(PyTuple_GET_ITEM(batch, j));
+        p->items *= p->dims[j];
+    }
+    Py_ssize_t *ints[] = {&p->M, &p->K, &p->N, &p->item, &p->backend, &p->k, &p->kmed, &p->k9};
+    for (int i = 0; i < 8; i++) *ints[i] = PyLong_AsSsize_t(args[3 + i]);
+    double *dbls[] = {&p->alpha, &p->beta, &p->cap_slack, &p->med, &p->med_q90,
+                      &p->floor_fraction, &p->lam};
+    for (int i = 0; i < 7; i++) *dbls[i] = PyFloat_AsDouble(args[11 + i]);
+    if (PyErr_Occurred()) {
+        free(p);
+        return NULL;
+    }
+    if ((p->item != 4 && p->item != 8) || p->items < 1 || p->M < 1 || p->K < 1 || p->N < 1
+        || p->k < 1 || p->k > p->M || p->kmed < 0 || p->kmed >= p->M || p->k9 >= p->M
+        || p->fn == 0) {
+        PyErr_SetString(PyExc_ValueError, "common_batch_plan: sizes do not match");
+        free(p);
+        return NULL;
+    }
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, bplan_bytes(p->N, p->items, p->M, p->K, p->item)) != 0)
+        mem = NULL;
+    p->mem = mem;
+    if (p->mem == NULL) {
+        free(p);
+        return PyErr_NoMemory();
+    }
+    p->info = args[18];
+    Py_INCREF(p->info);
+    PyObject *cap = PyCapsule_New(p, "kcontract.bplan", bplan_free);
+    if (cap == NULL) {
+        Py_DECREF(p->info);
+        free(p->mem);
+        free(p);
+        return NULL;
+    }
+    Py_XDECREF(bplans[BPLANS - 1]);
+    memmove(bplans + 1, bplans, (BPLANS - 1) * sizeof *bplans);
+    memmove(bplan_at + 1, bplan_at, (BPLANS - 1) * sizeof *bplan_at);
+    bplans[0] = cap;
+    bplan_at[0] = p;
+    Py_RETURN_NONE;
+}
+
+static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "common_batch(a, b, c, backend, seed=None)");
+        return NULL;
+    }
+    PyObject *given = nargs == 5 ? args[4] : Py_None;
+    Py_ssize_t backend = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer bf[3];
+    int got = 0;
+    for (int i = 0; i < 3; i++) {
+        if (PyObject_GetBuffer(args[i], &bf[i], PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();
+            for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
+            Py_RETURN_NONE;
+        }
+        got++;
+    }
+    PyObject *out = NULL, *cap = NULL;
+    const Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2];
+    Py_ssize_t items, M, K, N, lda, ldb, ldc;
+    int item = float_kind(A);
+    if (item == 0 || float_kind(B) != item || float_kind(C) != item
+        || !batch_dims(A, B, C, &items, &M, &K, &N) || A->ndim - 2 > BDIMS) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    int ta = layout(A, &lda), tb = layout(B, &ldb), tc = layout(C, &ldc);
+    if (ta < 0 || tb < 0 || tc < 0) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    Py_ssize_t nd = A->ndim - 2;
+    struct bplan *p = NULL;
+    int at = -1;
+    for (int i = 0; i < BPLANS && bplan_at[i] != NULL && p == NULL; i++) {
+        struct bplan *q = bplan_at[i];
+        if (q->nd != nd || q->M != M || q->K != K || q->N != N || q->item != item
+            || q->backend != backend)
+            continue;
+        int same = 1;
+        for (Py_ssize_t j = 0; j < nd; j++) same &= q->dims[j] == A->shape[j];
+        if (same) {
+            p = q;
+            at = i;
+        }
+    }
+    if (p == NULL) {
+        PyObject *batch = PyTuple_New(nd);
+        if (batch == NULL) goto done;
+        for (Py_ssize_t j = 0; j < nd; j++)
+            PyTuple_SET_ITEM(batch, j, PyLong_FromSsize_t(A->shape[j]));
+        out = Py_BuildValue("(Nnnnin)", batch, M, K, N, item, backend);
+        goto done;
+    }
+    if (at > 0) { /* the most recently used first */
+        PyObject *c0 = bplans[at];
+        memmove(bplans + 1, bplans, (size_t)at * sizeof *bplans);
+        memmove(bplan_at + 1, bplan_at, (size_t)at * sizeof *bplan_at);
+        bplans[0] = c0;
+        bplan_at[0] = p;
+    }
+    if (p->busy) { /* another thread's check holds its buffers: the Python path */
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    cap = bplans[0];
+    uint64_t seed;
+    if (take_seed(given, &seed) < 0) {
+        cap = NULL;
+        goto done;
+    }
+    Py_ssize_t i0 = (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
+    char *r = p->mem, *y = r + AL64((size_t)(N * item));
+    char *z = y + AL64((size_t)(items * K * item)), *w = z + AL64((size_t)(items * M * item));
+    double *d = (double *)(w + AL64((size_t)(items * M * item)));
+    double *tmp = (double *)((char *)d + AL64((size_t)(items * M * 8)));
+    double *st = (double *)((char *)tmp + AL64((size_t)(M * 8)));
+    Py_INCREF(cap); /* the plan outlives its eviction by another thread meanwhile */
+    p->busy = 1;
+    run_stage1_batch(p->fn, p->ilp64, A, B, C, ta, lda, tb, ldb, tc, ldc, items, M, K, N, seed,
+                     0, r, y, z, w, d, tmp, i0, p->k, p->kmed, p->k9, st);
+    p->busy = 0;
+    /* batch_screen's arithmetic, matrix by matrix */
+    PyObject *taus = PyTuple_New(items), *scales = PyTuple_New(items);
+    if (taus == NULL || scales == NULL) {
+        Py_XDECREF(taus);
+        Py_XDECREF(scales);
+        goto done_cap;
+    }
+    double ratio = 0.0;
+    int finite = 1;
+    for (Py_ssize_t t = 0; t < items && finite; t++) {
+        const double *s = st + 6 * t;
+        finite = isfinite(s[0]) && isfinite(s[1]) && isfinite(s[3]) && isfinite(s[4])
+                 && isfinite(s[5]) && (p->k9 < 0 || isfinite(s[2]));
+        double cn = sqrt(s[3] / (double)p->k);
+        double sn = sqrt(s[4] / (double)p->k) * sqrt(s[5] / (double)K);
+        double cap_t = p->cap_slack * sqrt(p->alpha * (cn * cn) + p->beta * (sn * sn));
+        double med_d = s[1];
+        if (p->k9 >= 0) {
+            double t9 = s[2] * p->med_q90;
+            med_d = med_d >= t9 ? med_d : t9;
+        }
+        double v = med_d / p->med, lo = p->floor_fraction * cap_t;
+        v = v >= lo ? v : lo;
+        v = v <= cap_t ? v : cap_t;
+        double tau = p->lam * v, rr = s[0] > 0 ? s[0] / tau : 0.0;
+        if (rr > ratio || rr != rr) ratio = rr;
+        PyTuple_SET_ITEM(taus, t, PyFloat_FromDouble(tau));
+        PyTuple_SET_ITEM(scales, t, PyFloat_FromDouble(v));
+    }
+    if (!finite) {
+        Py_DECREF(taus);
+        Py_DECREF(scales);
+        out = Py_BuildValue("(KOOOO)", (unsigned long long)seed, Py_None, Py_None, Py_None,
+                            p->info);
+    } else
+        out = Py_BuildValue("(KdNNO)", (unsigned long long)seed, ratio, taus, scales, p->info);
+done_cap:
+    Py_DECREF(cap);
+done:
+    for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"stage1_batch", (PyCFunction)(void (*)(void))stage1_batch, METH_FASTCALL,
      "stage1_batch(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, d, tmp, i0, k, kmed, "
@@ -1645,6 +1932,10 @@ static PyMethodDef methods[] = {
     {"linear", (PyCFunction)(void (*)(void))linear, METH_FASTCALL,
      "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed): the guard's cached "
      "linear check (see the source)"},
+    {"common_batch", (PyCFunction)(void (*)(void))common_batch, METH_FASTCALL,
+     "common_batch(a, b, c, backend): verify's common call for a batch (see the source)"},
+    {"common_batch_plan", (PyCFunction)(void (*)(void))common_batch_plan, METH_FASTCALL,
+     "common_batch_plan(...): registers common_batch's plan for one shape"},
     {"common_ptr", (PyCFunction)(void (*)(void))common_ptr, METH_FASTCALL,
      "common_ptr(a_ptr, b_ptr, c_ptr, M, K, N, half, citem, backend): common at addresses"},
     {"common_plan", (PyCFunction)(void (*)(void))common_plan, METH_FASTCALL,

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _model as model
-from ._backend import NumpyOps, scratch
+from ._backend import NumpyOps, aligned_empty, scratch
 
 try:  # the per-call O(n) work compiled (optional: the same arithmetic in numpy otherwise)
     from . import _fastc
@@ -503,8 +503,8 @@ def batch_screen(ah: np.ndarray, bh: np.ndarray, ch: np.ndarray, seed: int,
             or items * M <= SMALL_ROWS:
         return None
     r, y, z, w, tmp = scratch(("batch", items, M, K, N, dt), lambda: (
-        np.empty(N, dtype=dt), np.empty((items, K), dtype=dt), np.empty((items, M), dtype=dt),
-        np.empty((items, M), dtype=dt), np.empty(M)))
+        aligned_empty(N, dt), aligned_empty((items, K), dt), aligned_empty((items, M), dt),
+        aligned_empty((items, M), dt), np.empty(M)))
     d, stats = np.empty((items, M)), np.empty((items, 6))
     k = SAMPLE_ROWS
     i0 = seed % (M - k + 1)
