@@ -326,6 +326,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
     t0 = _clock()
+    handed = None  # a screen the compiled common call hands over
     if (seed is None or type(seed) is int and 0 <= seed <= _M64) and rounds == 1 \
             and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM and bias is None \
             and _pre is None and accumulate is None and output_format is None \
@@ -335,16 +336,18 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         if type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
-        # not the common call (None), or a row beyond its screen: the same seed's check
-        # again, the general path taking over from its screen
+        # not the common call (None), or a row beyond its screen: (the seed used, and the
+        # screen where the call hands it over, else the same seed's check again)
         if res is not None:
-            seed = res
+            seed, handed = res
     if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
             or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
             or repair is not False or bound != "probabilistic":
         _check_options(rounds, false_alarm, repair, bound, groups)
     pfa = float(false_alarm)
-    if rounds == 1 and groups == 1 and bound == "probabilistic" \
+    if handed is not None:
+        scr = handed
+    elif rounds == 1 and groups == 1 and bound == "probabilistic" \
             and accumulate is None and output_format is None and (seed is None or (
                 type(seed) is int and seed >= 0)):
         seed = fresh_seed() if seed is None else seed
@@ -471,7 +474,7 @@ def _common(a, b, c, seed=None):
         shape, fmts, backend = out[5]
         return _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape, fmts,
                         seed, DEFAULT_FALSE_ALARM, backend)
-    return seed
+    return seed, None
 
 
 def _common_batch(a, b, c, backend: int, seed=None):
@@ -490,11 +493,18 @@ def _common_batch(a, b, c, backend: int, seed=None):
         if out is None or len(out) == 6:
             return None
     seed, ratio = out[0], out[1]
+    batch, shape, fmts, name = out[4]
     if ratio is not None and ratio <= 1.0:
-        batch, shape, fmts, name = out[4]
         return _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
                         ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
-    return seed
+    if len(out) == 7:  # a row beyond the screen: batch_screen's Screen, for the general path
+        M, K = shape[1], shape[2]
+        items = math.prod(batch)
+        y = np.frombuffer(out[6], dtype=np.float32 if fmts[0] == "float32" else np.float64)
+        return seed, Screen(np.frombuffer(out[5]).reshape(items, M).copy(), np.array(out[2]),
+                            np.array(out[3]), True, ratio, False,
+                            y.reshape(batch + (K,)).copy())
+    return seed, None
 
 
 def _common_batch_plan(batch: tuple, M: int, K: int, N: int, item: int, backend: int) -> bool:

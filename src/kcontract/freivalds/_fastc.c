@@ -1686,7 +1686,8 @@ static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs
  * key (batch shape, M, K, N, item, backend) where the shape has none yet, or
  * (seed, ratio, thresholds, scales, info) -- ratio None where a statistic is not finite;
  * the screen passes the batch where ratio <= 1 (thresholds and scales: one float per
- * matrix, in the batch's order). */
+ * matrix, in the batch's order); where it does not, |d| (items x M float64) and y = B r
+ * (items x K) follow as bytes, for the general path to take the screen from there. */
 #define BPLANS 32
 #define BDIMS 8
 struct bplan {
@@ -1903,8 +1904,13 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(scales);
         out = Py_BuildValue("(KOOOO)", (unsigned long long)seed, Py_None, Py_None, Py_None,
                             p->info);
-    } else
+    } else if (ratio <= 1.0) {
         out = Py_BuildValue("(KdNNO)", (unsigned long long)seed, ratio, taus, scales, p->info);
+    } else { /* a row beyond the screen: |d| and y for the general path to take over */
+        out = Py_BuildValue("(KdNNOy#y#)", (unsigned long long)seed, ratio, taus, scales,
+                            p->info, (const char *)d, (Py_ssize_t)(items * M * 8),
+                            (const char *)y, (Py_ssize_t)(items * K * item));
+    }
 done_cap:
     Py_DECREF(cap);
 done:
