@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Optional
 
 import numpy as np
@@ -845,13 +845,26 @@ def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None,
 
 def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend):
     """The passing result of a common call (one round, one group, the probabilistic
-    bound) whose every row cleared the screen."""
-    return FreivaldsResult(
-        passed=True, reason="verified", suspect_rows=[], suspects=[], threshold=threshold,
-        ratio=ratio, false_alarm=pfa, screen_ratio=ratio, shape=shape,
-        operand_format=fmts[0], accumulate=fmts[1], output_format=fmts[2],
-        check_precision=fmts[3], rounds=1, groups=1, bound="probabilistic", seed=seed,
-        calibrated=calibrated, noise_scale=scale, backend=backend)
+    bound) whose every row cleared the screen: the fields FreivaldsResult(...) would set,
+    from a template (its generated __init__ is many steps, each from cold caches right
+    after a product)."""
+    res = _new_result(FreivaldsResult)
+    d = _PASSING.copy()
+    d["suspect_rows"], d["suspects"], d["screened_rows"] = [], [], []
+    d["suspect_columns"], d["row_failures"] = [], []
+    d["threshold"], d["ratio"], d["false_alarm"], d["screen_ratio"] = threshold, ratio, pfa, \
+        ratio
+    d["shape"], d["seed"], d["calibrated"], d["noise_scale"] = shape, seed, calibrated, scale
+    d["operand_format"], d["accumulate"], d["output_format"], d["check_precision"] = fmts
+    d["backend"] = backend
+    res.__dict__ = d
+    return res
+
+
+_new_result = object.__new__
+#: a passing result's fields in their order, those set per call as None (see _passing)
+_PASSING = {f.name: None if f.default is MISSING else f.default for f in fields(FreivaldsResult)}
+_PASSING.update(passed=True, reason="verified", rounds=1, groups=1, bound="probabilistic")
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
