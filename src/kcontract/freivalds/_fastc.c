@@ -29,6 +29,12 @@
  *   set_pool(parallel, thread_num, num_threads)
  *       registers those threads (the addresses of the OpenMP runtime's GOMP_parallel,
  *       omp_get_thread_num and omp_get_num_threads).
+ *   common(a, b, c, ...), common_ptr(a_ptr, b_ptr, c_ptr, ...), common_batch(a, b, c, ...)
+ *       verify's common call whole: the seed, stage 1 and the screen's decision, for one
+ *       product of arrays, of CPU tensors at their addresses, or a strided batch, with
+ *       per-shape plans registered by common_plan / common_batch_plan.
+ *   linear(x_ptr, out_ptr, ...)
+ *       the guard's check of a linear product with a cached weight projection.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
