@@ -287,3 +287,50 @@ def test_a_batch_the_compiled_call_does_not_take_goes_the_general_way():
     b = rng.standard_normal((3, 64, 70)).astype(np.float32)
     assert fastc.common_batch(a, b, a @ b, 0) is None
     assert verify(a, b, a @ b).passed
+
+
+def attention_output(dt, B, H, T, D, seed):
+    """softmax(q k^T) v with causal masking (numpy): the first positions' rows are single
+    rows of v, the last ones averages of many, so the rows' noise differs by a factor of
+    sqrt(T); v a strided view of a fused projection."""
+    rng = np.random.default_rng(seed)
+    qkv = rng.standard_normal((B, T, 3 * H * D)).astype(dt)
+    q, k, v = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D).transpose(0, 2, 1, 3)
+               for i in range(3))
+    s = np.matmul(q, k.swapaxes(-1, -2)) / np.sqrt(D)
+    s = np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    att = (p / p.sum(axis=-1, keepdims=True)).astype(dt)
+    return att, v, np.matmul(att, v)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_batch_beyond_its_screen_takes_the_per_row_look_compiled(monkeypatch, dt):
+    """Attention's att @ v: rows beyond the screen that are within their own noise pass in
+    the compiled call, with the ratio and verdict of the general path's per-row look; a
+    wrong element is still found."""
+    a, b, c = attention_output(dt, 2, 4, 128, 64, 3)
+    relieved = 0
+    general = []
+    real = _core._verify
+    for seed in range(12):
+        general.clear()
+        with monkeypatch.context() as m:
+            m.setattr(_core, "_verify", lambda *x: general.append(1) or real(*x))
+            got = verify(a, b, c, seed=seed)
+        with monkeypatch.context() as m:
+            m.setattr(_core, "_COMMON_BATCH", None)  # the general path
+            ref = verify(a, b, c, seed=seed)
+        assert got.passed and ref.passed and got.screened_rows == ref.screened_rows
+        assert got.ratio == pytest.approx(ref.ratio, rel=1e-9)
+        assert got.screen_ratio == pytest.approx(ref.screen_ratio, rel=1e-12)
+        assert got.message == ref.message
+        if got.message == _core._RELIEVED:
+            relieved += 1
+            assert not general  # decided in the compiled call
+    assert relieved >= 3  # the case the per-row look is for, seen
+    for t in (0, 100):
+        bad = c.copy()
+        bad[1, 2, t, 5] += 1e-4 * float(abs(c).max())
+        res = verify(a, b, bad)
+        assert not res.passed and res.suspect_elements == [(1, 2, t, 5)]

@@ -101,6 +101,53 @@ def test_one_wrong_element_is_caught_every_time(dtype, bias, M):
         assert (i, j) in ei.value.result.suspect_elements
 
 
+def unequal_rows(bias):
+    """A float32 layer whose first 16 input rows are 30 times the others (as an attention
+    output's first positions, or a batch of unequal inputs): the screen, calibrated on the
+    typical row, does not clear the big rows; their own noise does."""
+    x, w, b = layer(256, 512, 384, torch.float32, bias, 3)
+    with torch.no_grad():
+        x[:16] *= 30.0
+    return x, w, b
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_rows_of_unequal_norms_pass_in_the_compiled_second_look(monkeypatch, bias):
+    x, w, b = unequal_rows(bias)
+    out = product(x, w, b)
+    seen = counting(monkeypatch)
+    g = Guard(seed=2)
+    for _ in range(4):
+        g.check_linear(x, w, out, b)
+    assert g.checked == 4 and g.failed == 0
+    assert len(seen) == 1  # the first check fills the cache; the others stay compiled
+    ratio, seed, _, _ = g._last
+    monkeypatch.undo()
+    ref = verify(x, w.T, out, bias=b, seed=seed, _pre=g._pre_for(w, True))
+    assert ref.passed and ref.screen_ratio > 1.0 and not ref.screened_rows
+    assert ratio == pytest.approx(ref.ratio, rel=1e-6)  # the general path's per-row look
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("row", [3, 100])
+def test_the_second_look_still_catches_a_wrong_element(bias, row):
+    """1e-4 max |C| off, in a big row (whose own noise is the larger) or a typical one."""
+    x, w, b = unequal_rows(bias)
+    out = product(x, w, b)
+    g = Guard(seed=4)
+    g.check_linear(x, w, out, b)
+    g.check_linear(x, w, out, b)
+    assert g.failed == 0
+    rng = np.random.default_rng(row)
+    for _ in range(4):
+        j = int(rng.integers(384))
+        bad = out.clone()
+        bad[row, j] += 1e-4 * float(out.abs().max())
+        with pytest.raises(ProductCheckError) as ei:
+            g.check_linear(x, w, bad, b)
+        assert (row, j) in ei.value.result.suspect_elements
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_an_updated_weight_or_bias_is_never_checked_against_its_old_projection(dtype):
     x, w, b = layer(32, 512, 256, dtype, True, 3)

@@ -32,7 +32,7 @@ from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_f
                        sub_index)
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import (_M64, MIN_K_FROM_Y, Screen, _fastc, batch_screen, scale_from_stats,
+from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, Screen, _fastc, batch_screen, scale_from_stats,
                       screen_one, screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
@@ -482,21 +482,25 @@ def _common_batch(a, b, c, backend: int, seed=None):
     passing result, the seed drawn (a row beyond the screen), or None."""
     if _COMMON_BATCH is None:
         return None
-    out = _COMMON_BATCH(a, b, c, backend, seed)
+    out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN)
     if out is None:
         return None
-    if len(out) == 6:  # the shape's first call: its plan, then the call again
+    if type(out[0]) is tuple:  # the shape's first call: its plan, then the call again
         if out in _NO_PLAN or not _common_batch_plan(*out):
             _NO_PLAN.add(out)
             return None
-        out = _COMMON_BATCH(a, b, c, backend, seed)
-        if out is None or len(out) == 6:
+        out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN)
+        if out is None or type(out[0]) is tuple:
             return None
     seed, ratio = out[0], out[1]
     batch, shape, fmts, name = out[4]
     if ratio is not None and ratio <= 1.0:
-        return _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
-                        ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
+        res = _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
+                       ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
+        if len(out) == 6:  # rows beyond the screen, each within its own noise
+            res.screen_ratio = out[5]
+            res.message = _RELIEVED
+        return res
     if len(out) == 7:  # a row beyond the screen: batch_screen's Screen, for the general path
         M, K = shape[1], shape[2]
         items = math.prod(batch)
@@ -1046,7 +1050,7 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
     flagged = np.argwhere(ratio_rows_ > 1.0)
     if not len(flagged):
         res.ratio = float(ratio_rows_.max())
-        res.message = "no row beyond its own noise after the per-row check"
+        res.message = _RELIEVED
         return
     order = np.argsort(-ratio_rows_[flagged[:, 0], flagged[:, 1]], kind="stable")
     flagged = flagged[order]
@@ -1114,6 +1118,9 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
     if repair and fixes:
         vals = [((ci, i, j), float(round_to(np.float64(v), p.out))) for (ci, i, j), v in fixes]
         res.repaired = ops.set_elements(p.c, vals, inplace=(repair == "inplace"))
+
+
+_RELIEVED = "no row beyond its own noise after the per-row check"
 
 
 def _element_errors(crow, cstar, bound, out_fmt):

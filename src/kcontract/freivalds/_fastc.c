@@ -1221,7 +1221,57 @@ static void raw_matrix(Py_buffer *b, Py_ssize_t *shape, uintptr_t ptr, Py_ssize_
     b->shape = shape;
 }
 
-/* linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed) -> screen ratio, None, or
+/* sum_k x_k^2 w_k of a float32 row in sixteen float32 lanes (as the general path's float32
+ * rows times float32 weights), summed in float64 */
+static double row_wsq32(const float *x, const float *w, Py_ssize_t n) {
+    float acc[16] = {0};
+    Py_ssize_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) acc[l] += x[j + l] * x[j + l] * w[j + l];
+    double s = 0.0;
+    for (int l = 0; l < 16; l++) s += acc[l];
+    for (; j < n; j++) s += (double)x[j] * x[j] * w[j];
+    return s;
+}
+
+/* The per-row second look of one float32 matrix (kcontract.freivalds._screen.row_relief
+ * with row_noise, the same arithmetic in float64): each row's model noise sigma_i =
+ * CAP_SLACK sqrt(alpha ||C_i||^2 + beta sum_k a_ik^2 ||B_k||^2) (b2: ||B_k||^2), rho_i =
+ * sigma_i / median sigma, and a row's ratio d_i / t divided by rho_i where rho_i >=
+ * relief_min.  The largest ratio after it; NaN where a norm is not finite or the median is
+ * not positive (no relief: the general path decides), -1 where scratch cannot be had. */
+static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_ssize_t K,
+                             Py_ssize_t N, const float *b2, const double *d, double t,
+                             const struct plan *p, double relief_min) {
+    double *sig = malloc((size_t)(2 * M) * sizeof(double));
+    if (sig == NULL) return -1.0;
+    double *tmp = sig + M, worst = NAN;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double c2 = sumsq_n(Cm + i * N, N, 0), s2 = row_wsq32(X + i * K, b2, K);
+        if (!isfinite(c2) || !isfinite(s2)) goto done;
+        double cn = sqrt(c2), sn = sqrt(s2); /* (screen_cap's steps) */
+        sig[i] = p->cap_slack * sqrt(p->alpha * (cn * cn) + p->beta * (sn * sn));
+    }
+    memcpy(tmp, sig, (size_t)M * sizeof(double));
+    double med = select_k(tmp, M, M / 2);  /* numpy's median: the middle two's mean */
+    if (M % 2 == 0) {
+        double lo = tmp[0];
+        for (Py_ssize_t i = 1; i < M / 2; i++) if (tmp[i] > lo) lo = tmp[i];
+        med = (lo + med) / 2.0;
+    }
+    if (!(med > 0)) goto done;
+    worst = 0.0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double r = d[i] > 0 ? d[i] / t : 0.0, rho = sig[i] / med;
+        if (rho >= relief_min) r /= rho;
+        if (r > worst || r != r) worst = r;
+    }
+done:
+    free(sig);
+    return worst;
+}
+
+/* linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed, b2=None, relief_min=0) -> screen ratio, None, or
  * (M, K, N, item, half, citem, backend)
  * The guard's check of a linear product out = x W^T (+ bias) with a cached projection
  * y = W^T r: x (M x K) and out (M x N) C-contiguous CPU tensors given by their data
@@ -1231,13 +1281,18 @@ static void raw_matrix(Py_buffer *b, Py_ssize_t *shape, uintptr_t ptr, Py_ssize_
  * zoff: a bias's b . r.  Stage 1 and the screen of common with the given projection (the
  * plan of shape M x K x N, backend 1); the ratio where every row clears the screen, None
  * where one does not or the statistics do not decide, the plan's key where the shape has
- * none yet (register it, then call again). */
+ * none yet (register it, then call again).  b2 (float32 ||W_k||^2 for each of the K
+ * columns of W, float32 products only): where the screen does not clear and the screen
+ * was calibrated, the per-row second look (relieved_ratio) decides: its ratio where every
+ * row clears its own noise, else None. */
 static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError,
-                        "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed)");
+    if (nargs != 11 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, "
+                                         "zoff, seed, b2=None, relief_min=0)");
         return NULL;
     }
+    PyObject *b2o = nargs == 13 && args[11] != Py_None ? args[11] : NULL;
+    double relief_min = nargs == 13 ? PyFloat_AsDouble(args[12]) : 0.0;
     uintptr_t xp = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
     uintptr_t op = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
     Py_ssize_t M = PyLong_AsSsize_t(args[2]), K = PyLong_AsSsize_t(args[3]);
@@ -1285,7 +1340,27 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     double scale, t, ratio;
     int calibrated;
-    if (screen_verdict(p, st, brms, &scale, &t, &ratio, &calibrated) < 0 || !(ratio <= 1.0)) {
+    int decided = screen_verdict(p, st, brms, &scale, &t, &ratio, &calibrated) == 0;
+    if (decided && ratio > 1.0 && isfinite(ratio) && b2o != NULL && half == 0 && calibrated
+        && t > 0) {
+        Py_buffer bv;
+        if (get(b2o, &bv, 0) == 0) {
+            if (bv.len == K * 4 && bv.itemsize == 4) {
+                ratio = relieved_ratio((const float *)A.buf, (const float *)C.buf, M, K, N,
+                                       (const float *)bv.buf, (const double *)p->bf[4].buf, t,
+                                       p, relief_min);
+                if (ratio < 0) PyErr_NoMemory();
+            } else {
+                PyErr_SetString(PyExc_ValueError, "linear: b2 must be float32 of K");
+            }
+            PyBuffer_Release(&bv);
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(cap);
+            goto done;
+        }
+    }
+    if (!decided || !(ratio <= 1.0)) {
         out = Py_None;
         Py_INCREF(out);
     } else {
@@ -1790,12 +1865,53 @@ static PyObject *common_batch_plan(PyObject *self, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* the per-row second look (relieved_ratio's arithmetic, kcontract.freivalds._screen's
+ * _batch_relief: row_sums in float64) of matrix t of a strided batch whose screen
+ * threshold is tau: its largest ratio after it, NaN where a norm is not finite or the
+ * median noise is not positive (its ratios stand), -1 where scratch cannot be had */
+static double relieved_item(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
+                            int ta, Py_ssize_t lda, int tb, Py_ssize_t ldb, int tc,
+                            Py_ssize_t ldc, Py_ssize_t t, Py_ssize_t M, Py_ssize_t K,
+                            Py_ssize_t N, int kind, const double *d, double tau,
+                            double cap_slack, double alpha, double beta, double relief_min) {
+    double *c2 = malloc((size_t)(3 * M + K) * sizeof(double));
+    if (c2 == NULL) return -1.0;
+    double *s2 = c2 + M, *tmp = s2 + M, *b2 = tmp + M, worst = NAN;
+    row_sums((const char *)C->buf + item_offset(C, t), kind, tc, ldc, M, N, NULL, c2);
+    row_sums((const char *)B->buf + item_offset(B, t), kind, tb, ldb, K, N, NULL, b2);
+    row_sums((const char *)A->buf + item_offset(A, t), kind, ta, lda, M, K, b2, s2);
+    for (Py_ssize_t i = 0; i < M; i++) {
+        if (!isfinite(c2[i]) || !isfinite(s2[i])) goto done;
+        double cn = sqrt(c2[i]), sn = sqrt(s2[i]); /* (screen_cap's steps) */
+        c2[i] = cap_slack * sqrt(alpha * (cn * cn) + beta * (sn * sn)); /* sigma_i */
+    }
+    memcpy(tmp, c2, (size_t)M * sizeof(double));
+    double med = select_k(tmp, M, M / 2);
+    if (M % 2 == 0) {
+        double lo = tmp[0];
+        for (Py_ssize_t i = 1; i < M / 2; i++) if (tmp[i] > lo) lo = tmp[i];
+        med = (lo + med) / 2.0;
+    }
+    if (!(med > 0)) goto done;
+    worst = 0.0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double r = d[i] > 0 ? d[i] / tau : 0.0, rho = c2[i] / med;
+        if (rho >= relief_min) r /= rho;
+        if (r > worst || r != r) worst = r;
+    }
+done:
+    free(c2);
+    return worst;
+}
+
 static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "common_batch(a, b, c, backend, seed=None)");
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "common_batch(a, b, c, backend, seed=None, relief_min=0)");
         return NULL;
     }
-    PyObject *given = nargs == 5 ? args[4] : Py_None;
+    PyObject *given = nargs >= 5 ? args[4] : Py_None;
+    double relief_min = nargs == 6 ? PyFloat_AsDouble(args[5]) : 0.0;
     Py_ssize_t backend = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer bf[3];
@@ -1883,8 +1999,14 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(scales);
         goto done_cap;
     }
-    double ratio = 0.0;
+    double ratio = 0.0, *tau_of = malloc((size_t)items * sizeof(double));
     int finite = 1;
+    if (tau_of == NULL) {
+        Py_DECREF(taus);
+        Py_DECREF(scales);
+        PyErr_NoMemory();
+        goto done_cap;
+    }
     for (Py_ssize_t t = 0; t < items && finite; t++) {
         const double *s = st + 6 * t;
         finite = isfinite(s[0]) && isfinite(s[1]) && isfinite(s[3]) && isfinite(s[4])
@@ -1901,15 +2023,47 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         v = v >= lo ? v : lo;
         v = v <= cap_t ? v : cap_t;
         double tau = p->lam * v, rr = s[0] > 0 ? s[0] / tau : 0.0;
+        tau_of[t] = tau;
         if (rr > ratio || rr != rr) ratio = rr;
         PyTuple_SET_ITEM(taus, t, PyFloat_FromDouble(tau));
         PyTuple_SET_ITEM(scales, t, PyFloat_FromDouble(v));
     }
+    /* a row beyond the screen: the per-row second look of every matrix that has one (with
+     * relief_min); where every row then clears its own noise, the batch passes */
+    double relieved = NAN;
+    if (finite && ratio > 1.0 && isfinite(ratio) && relief_min > 0) {
+        int kind = item == 8 ? 1 : 0;
+        relieved = 0.0;
+        for (Py_ssize_t t = 0; t < items && relieved <= 1.0; t++) {
+            const double *s = st + 6 * t;
+            double rr = s[0] > 0 ? s[0] / tau_of[t] : 0.0;
+            if (!(rr > 1.0)) {
+                if (rr > relieved) relieved = rr;
+                continue;
+            }
+            double v = relieved_item(A, B, C, ta, lda, tb, ldb, tc, ldc, t, M, K, N, kind,
+                                     d + t * M, tau_of[t], p->cap_slack, p->alpha, p->beta,
+                                     relief_min);
+            if (v < 0) {
+                free(tau_of);
+                Py_DECREF(taus);
+                Py_DECREF(scales);
+                PyErr_NoMemory();
+                goto done_cap;
+            }
+            if (v != v) v = rr; /* no relief for this matrix: its ratios stand */
+            if (v > relieved) relieved = v;
+        }
+    }
+    free(tau_of);
     if (!finite) {
         Py_DECREF(taus);
         Py_DECREF(scales);
         out = Py_BuildValue("(KOOOO)", (unsigned long long)seed, Py_None, Py_None, Py_None,
                             p->info);
+    } else if (relieved <= 1.0) { /* (NaN: not relieved) */
+        out = Py_BuildValue("(KdNNOd)", (unsigned long long)seed, relieved, taus, scales,
+                            p->info, ratio);
     } else if (ratio <= 1.0) {
         out = Py_BuildValue("(KdNNO)", (unsigned long long)seed, ratio, taus, scales, p->info);
     } else { /* a row beyond the screen: |d| and y for the general path to take over */
@@ -1942,8 +2096,9 @@ static PyMethodDef methods[] = {
     {"common", (PyCFunction)(void (*)(void))common, METH_FASTCALL,
      "common(a, b, c): verify's common call (see the source)"},
     {"linear", (PyCFunction)(void (*)(void))linear, METH_FASTCALL,
-     "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed): the guard's cached "
-     "linear check (see the source)"},
+     "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed, b2=None, relief_min=0): "
+     "the guard's cached linear check, with the per-row second look given b2 (see the "
+     "source)"},
     {"common_batch", (PyCFunction)(void (*)(void))common_batch, METH_FASTCALL,
      "common_batch(a, b, c, backend): verify's common call for a batch (see the source)"},
     {"common_batch_plan", (PyCFunction)(void (*)(void))common_batch_plan, METH_FASTCALL,

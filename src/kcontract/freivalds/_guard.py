@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ._core import (DEFAULT_FALSE_ALARM, FreivaldsResult, NonFiniteOperandError,
                     ProductCheckError, verify)
 from . import _backend, _cblas, _core
-from ._screen import Projection, b_rms, signs
+from ._screen import ROW_RELIEF_MIN, Projection, b_rms, signs
 
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
 _SEED_MASK = 2 ** 62 - 1
@@ -377,14 +377,21 @@ class Guard(contextlib.ContextDecorator):
         # the compiled check reads x and out (contiguous CPU tensors of one format, checked
         # above) at their addresses: one call into torch each
         half = fmt[2]
+        # float32: ||W_k||^2 per column, for the per-row second look where the screen does
+        # not clear (rows of unequal norms: an attention output's, a bias's)
+        b2 = None if half else proj.cols.get("b2")
+        if b2 is None and not half:
+            b2 = proj.cols["b2"] = _col_sq(w)
+        if b2 is False:  # (a weight without a host view: no second look here)
+            b2 = None
         ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms, zoff,
-                        seed)
+                        seed, b2, ROW_RELIEF_MIN)
         if type(ratio) is tuple:  # the shape's first check: its plan, then the check
             if ratio in _core._NO_PLAN or not _core._common_plan(*ratio):
                 _core._NO_PLAN.add(ratio)
                 return False
             ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms,
-                            zoff, seed)
+                            zoff, seed, b2, ROW_RELIEF_MIN)
         if ratio is None:
             return False
         self._last = (ratio, seed, (M, K, N), fmt[1])
@@ -431,6 +438,16 @@ class Guard(contextlib.ContextDecorator):
                 self.stats.cache_hits += 1
             return proj
         return pre
+
+
+def _col_sq(w):
+    """||W_k||^2 for each column k of a float32 CPU weight (the squared norms of the rows
+    of B = W^T, as the general path's row_noise computes them: float32 sums of float32
+    squares), as a contiguous float32 array; False where W has no host view."""
+    hv = _backend.ops_for(w).host_view(w.detach())
+    if hv is None:
+        return False
+    return np.ascontiguousarray(_backend.NumpyOps.row_sq(hv.T, None), dtype=np.float32)
 
 
 def _versions(x, w, out, bias) -> Optional[tuple]:
