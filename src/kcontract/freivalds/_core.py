@@ -32,8 +32,8 @@ from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_f
                        sub_index)
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, Screen, _fastc, batch_screen, scale_from_stats,
-                      screen_one, screen_plan)
+from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, Screen, _fastc, batch_screen,
+                      scale_from_stats, screen_one, screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32

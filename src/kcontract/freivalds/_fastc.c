@@ -32,9 +32,12 @@
  *   common(a, b, c, ...), common_ptr(a_ptr, b_ptr, c_ptr, ...), common_batch(a, b, c, ...)
  *       verify's common call whole: the seed, stage 1 and the screen's decision, for one
  *       product of arrays, of CPU tensors at their addresses, or a strided batch, with
- *       per-shape plans registered by common_plan / common_batch_plan.
+ *       per-shape plans registered by common_plan / common_batch_plan; where a row is
+ *       beyond the screen, the batch call takes the per-row second look (row_relief's
+ *       arithmetic) before handing the product to the general path.
  *   linear(x_ptr, out_ptr, ...)
- *       the guard's check of a linear product with a cached weight projection.
+ *       the guard's check of a linear product with a cached weight projection (and, given
+ *       the weight's column norms, the same per-row second look).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1234,6 +1237,28 @@ static double row_wsq32(const float *x, const float *w, Py_ssize_t n) {
     return s;
 }
 
+/* the largest ratio d_i / t after the per-row relief: rho_i = sig_i / median sig (numpy's
+ * median: the middle two's mean for even M, selected in tmp[0:M]), d_i / t divided by rho_i
+ * where rho_i >= relief_min; NaN where the median is not positive (no relief) */
+static double relieved_worst(const double *sig, double *tmp, const double *d, Py_ssize_t M,
+                             double t, double relief_min) {
+    memcpy(tmp, sig, (size_t)M * sizeof(double));
+    double med = select_k(tmp, M, M / 2);
+    if (M % 2 == 0) {
+        double lo = tmp[0];
+        for (Py_ssize_t i = 1; i < M / 2; i++) if (tmp[i] > lo) lo = tmp[i];
+        med = (lo + med) / 2.0;
+    }
+    if (!(med > 0)) return NAN;
+    double worst = 0.0;
+    for (Py_ssize_t i = 0; i < M; i++) {
+        double r = d[i] > 0 ? d[i] / t : 0.0, rho = sig[i] / med;
+        if (rho >= relief_min) r /= rho;
+        if (r > worst || r != r) worst = r;
+    }
+    return worst;
+}
+
 /* The per-row second look of one float32 matrix (kcontract.freivalds._screen.row_relief
  * with row_noise, the same arithmetic in float64): each row's model noise sigma_i =
  * CAP_SLACK sqrt(alpha ||C_i||^2 + beta sum_k a_ik^2 ||B_k||^2) (b2: ||B_k||^2), rho_i =
@@ -1252,20 +1277,7 @@ static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_s
         double cn = sqrt(c2), sn = sqrt(s2); /* (screen_cap's steps) */
         sig[i] = p->cap_slack * sqrt(p->alpha * (cn * cn) + p->beta * (sn * sn));
     }
-    memcpy(tmp, sig, (size_t)M * sizeof(double));
-    double med = select_k(tmp, M, M / 2);  /* numpy's median: the middle two's mean */
-    if (M % 2 == 0) {
-        double lo = tmp[0];
-        for (Py_ssize_t i = 1; i < M / 2; i++) if (tmp[i] > lo) lo = tmp[i];
-        med = (lo + med) / 2.0;
-    }
-    if (!(med > 0)) goto done;
-    worst = 0.0;
-    for (Py_ssize_t i = 0; i < M; i++) {
-        double r = d[i] > 0 ? d[i] / t : 0.0, rho = sig[i] / med;
-        if (rho >= relief_min) r /= rho;
-        if (r > worst || r != r) worst = r;
-    }
+    worst = relieved_worst(sig, tmp, d, M, t, relief_min);
 done:
     free(sig);
     return worst;
@@ -1885,20 +1897,7 @@ static double relieved_item(const Py_buffer *A, const Py_buffer *B, const Py_buf
         double cn = sqrt(c2[i]), sn = sqrt(s2[i]); /* (screen_cap's steps) */
         c2[i] = cap_slack * sqrt(alpha * (cn * cn) + beta * (sn * sn)); /* sigma_i */
     }
-    memcpy(tmp, c2, (size_t)M * sizeof(double));
-    double med = select_k(tmp, M, M / 2);
-    if (M % 2 == 0) {
-        double lo = tmp[0];
-        for (Py_ssize_t i = 1; i < M / 2; i++) if (tmp[i] > lo) lo = tmp[i];
-        med = (lo + med) / 2.0;
-    }
-    if (!(med > 0)) goto done;
-    worst = 0.0;
-    for (Py_ssize_t i = 0; i < M; i++) {
-        double r = d[i] > 0 ? d[i] / tau : 0.0, rho = c2[i] / med;
-        if (rho >= relief_min) r /= rho;
-        if (r > worst || r != r) worst = r;
-    }
+    worst = relieved_worst(c2, tmp, d, M, tau, relief_min);
 done:
     free(c2);
     return worst;
