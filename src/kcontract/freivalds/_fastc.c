@@ -1224,6 +1224,11 @@ static void raw_matrix(Py_buffer *b, Py_ssize_t *shape, uintptr_t ptr, Py_ssize_
     b->shape = shape;
 }
 
+/* what the per-row second look reads of a plan: the cap's constants and ROW_RELIEF_MIN */
+struct plan_consts {
+    double cap_slack, alpha, beta, relief_min;
+};
+
 /* sum_k x_k^2 w_k of a float32 row in sixteen float32 lanes (as the general path's float32
  * rows times float32 weights), summed in float64 */
 static double row_wsq32(const float *x, const float *w, Py_ssize_t n) {
@@ -1237,12 +1242,21 @@ static double row_wsq32(const float *x, const float *w, Py_ssize_t n) {
     return s;
 }
 
-/* the largest ratio d_i / t after the per-row relief: rho_i = sig_i / median sig (numpy's
- * median: the middle two's mean for even M, selected in tmp[0:M]), d_i / t divided by rho_i
- * where rho_i >= relief_min; NaN where the median is not positive (no relief) */
-static double relieved_worst(const double *sig, double *tmp, const double *d, Py_ssize_t M,
-                             double t, double relief_min) {
-    memcpy(tmp, sig, (size_t)M * sizeof(double));
+/* The per-row second look from each row's norms (kcontract.freivalds._screen.row_relief
+ * with row_noise): sigma_i = CAP_SLACK sqrt(alpha ||C_i||^2 + beta S_i^2) from c2 = ||C_i||^2
+ * and s2 = S_i^2 = sum_k a_ik^2 ||B_k||^2 (screen_cap's steps; c2 is overwritten with
+ * sigma), rho_i = sigma_i / median sigma (numpy's median: the middle two's mean for even M,
+ * selected in tmp[0:M]), and d_i / t divided by rho_i where rho_i >= relief_min.  The
+ * largest ratio after it; NaN where a norm is not finite or the median is not positive
+ * (no relief: the ratios stand). */
+static double relieve(double *c2, const double *s2, double *tmp, const double *d,
+                      Py_ssize_t M, double t, const struct plan_consts *k) {
+    for (Py_ssize_t i = 0; i < M; i++) {
+        if (!isfinite(c2[i]) || !isfinite(s2[i])) return NAN;
+        double cn = sqrt(c2[i]), sn = sqrt(s2[i]);
+        c2[i] = k->cap_slack * sqrt(k->alpha * (cn * cn) + k->beta * (sn * sn));
+    }
+    memcpy(tmp, c2, (size_t)M * sizeof(double));
     double med = select_k(tmp, M, M / 2);
     if (M % 2 == 0) {
         double lo = tmp[0];
@@ -1252,34 +1266,27 @@ static double relieved_worst(const double *sig, double *tmp, const double *d, Py
     if (!(med > 0)) return NAN;
     double worst = 0.0;
     for (Py_ssize_t i = 0; i < M; i++) {
-        double r = d[i] > 0 ? d[i] / t : 0.0, rho = sig[i] / med;
-        if (rho >= relief_min) r /= rho;
+        double r = d[i] > 0 ? d[i] / t : 0.0, rho = c2[i] / med;
+        if (rho >= k->relief_min) r /= rho;
         if (r > worst || r != r) worst = r;
     }
     return worst;
 }
 
-/* The per-row second look of one float32 matrix (kcontract.freivalds._screen.row_relief
- * with row_noise, the same arithmetic in float64): each row's model noise sigma_i =
- * CAP_SLACK sqrt(alpha ||C_i||^2 + beta sum_k a_ik^2 ||B_k||^2) (b2: ||B_k||^2), rho_i =
- * sigma_i / median sigma, and a row's ratio d_i / t divided by rho_i where rho_i >=
- * relief_min.  The largest ratio after it; NaN where a norm is not finite or the median is
- * not positive (no relief: the general path decides), -1 where scratch cannot be had. */
+/* relieve for one C-contiguous float32 matrix: ||C_i||^2 and sum_k a_ik^2 b2_k (b2:
+ * ||B_k||^2) of every row; -1 where scratch cannot be had */
 static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_ssize_t K,
                              Py_ssize_t N, const float *b2, const double *d, double t,
-                             const struct plan *p, double relief_min) {
-    double *sig = malloc((size_t)(2 * M) * sizeof(double));
-    if (sig == NULL) return -1.0;
-    double *tmp = sig + M, worst = NAN;
+                             const struct plan_consts *k) {
+    double *c2 = malloc((size_t)(3 * M) * sizeof(double));
+    if (c2 == NULL) return -1.0;
+    double *s2 = c2 + M;
     for (Py_ssize_t i = 0; i < M; i++) {
-        double c2 = sumsq_n(Cm + i * N, N, 0), s2 = row_wsq32(X + i * K, b2, K);
-        if (!isfinite(c2) || !isfinite(s2)) goto done;
-        double cn = sqrt(c2), sn = sqrt(s2); /* (screen_cap's steps) */
-        sig[i] = p->cap_slack * sqrt(p->alpha * (cn * cn) + p->beta * (sn * sn));
+        c2[i] = sumsq_n(Cm + i * N, N, 0);
+        s2[i] = row_wsq32(X + i * K, b2, K);
     }
-    worst = relieved_worst(sig, tmp, d, M, t, relief_min);
-done:
-    free(sig);
+    double worst = relieve(c2, s2, s2 + M, d, M, t, k);
+    free(c2);
     return worst;
 }
 
@@ -1358,9 +1365,10 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_buffer bv;
         if (get(b2o, &bv, 0) == 0) {
             if (bv.len == K * 4 && bv.itemsize == 4) {
+                struct plan_consts k = {p->cap_slack, p->alpha, p->beta, relief_min};
                 ratio = relieved_ratio((const float *)A.buf, (const float *)C.buf, M, K, N,
                                        (const float *)bv.buf, (const double *)p->bf[4].buf, t,
-                                       p, relief_min);
+                                       &k);
                 if (ratio < 0) PyErr_NoMemory();
             } else {
                 PyErr_SetString(PyExc_ValueError, "linear: b2 must be float32 of K");
@@ -1877,28 +1885,20 @@ static PyObject *common_batch_plan(PyObject *self, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
-/* the per-row second look (relieved_ratio's arithmetic, kcontract.freivalds._screen's
- * _batch_relief: row_sums in float64) of matrix t of a strided batch whose screen
- * threshold is tau: its largest ratio after it, NaN where a norm is not finite or the
- * median noise is not positive (its ratios stand), -1 where scratch cannot be had */
+/* relieve for matrix t of a strided batch (the norms by row_sums in float64, as
+ * row_noise_batch computes them for the general path); -1 where scratch cannot be had */
 static double relieved_item(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
                             int ta, Py_ssize_t lda, int tb, Py_ssize_t ldb, int tc,
                             Py_ssize_t ldc, Py_ssize_t t, Py_ssize_t M, Py_ssize_t K,
                             Py_ssize_t N, int kind, const double *d, double tau,
-                            double cap_slack, double alpha, double beta, double relief_min) {
+                            const struct plan_consts *k) {
     double *c2 = malloc((size_t)(3 * M + K) * sizeof(double));
     if (c2 == NULL) return -1.0;
-    double *s2 = c2 + M, *tmp = s2 + M, *b2 = tmp + M, worst = NAN;
+    double *s2 = c2 + M, *tmp = s2 + M, *b2 = tmp + M;
     row_sums((const char *)C->buf + item_offset(C, t), kind, tc, ldc, M, N, NULL, c2);
     row_sums((const char *)B->buf + item_offset(B, t), kind, tb, ldb, K, N, NULL, b2);
     row_sums((const char *)A->buf + item_offset(A, t), kind, ta, lda, M, K, b2, s2);
-    for (Py_ssize_t i = 0; i < M; i++) {
-        if (!isfinite(c2[i]) || !isfinite(s2[i])) goto done;
-        double cn = sqrt(c2[i]), sn = sqrt(s2[i]); /* (screen_cap's steps) */
-        c2[i] = cap_slack * sqrt(alpha * (cn * cn) + beta * (sn * sn)); /* sigma_i */
-    }
-    worst = relieved_worst(c2, tmp, d, M, tau, relief_min);
-done:
+    double worst = relieve(c2, s2, tmp, d, M, tau, k);
     free(c2);
     return worst;
 }
@@ -1998,14 +1998,8 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(scales);
         goto done_cap;
     }
-    double ratio = 0.0, *tau_of = malloc((size_t)items * sizeof(double));
+    double ratio = 0.0;
     int finite = 1;
-    if (tau_of == NULL) {
-        Py_DECREF(taus);
-        Py_DECREF(scales);
-        PyErr_NoMemory();
-        goto done_cap;
-    }
     for (Py_ssize_t t = 0; t < items && finite; t++) {
         const double *s = st + 6 * t;
         finite = isfinite(s[0]) && isfinite(s[1]) && isfinite(s[3]) && isfinite(s[4])
@@ -2022,7 +2016,6 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         v = v >= lo ? v : lo;
         v = v <= cap_t ? v : cap_t;
         double tau = p->lam * v, rr = s[0] > 0 ? s[0] / tau : 0.0;
-        tau_of[t] = tau;
         if (rr > ratio || rr != rr) ratio = rr;
         PyTuple_SET_ITEM(taus, t, PyFloat_FromDouble(tau));
         PyTuple_SET_ITEM(scales, t, PyFloat_FromDouble(v));
@@ -2031,30 +2024,27 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
      * relief_min); where every row then clears its own noise, the batch passes */
     double relieved = NAN;
     if (finite && ratio > 1.0 && isfinite(ratio) && relief_min > 0) {
-        int kind = item == 8 ? 1 : 0;
+        struct plan_consts k = {p->cap_slack, p->alpha, p->beta, relief_min};
         relieved = 0.0;
         for (Py_ssize_t t = 0; t < items && relieved <= 1.0; t++) {
-            const double *s = st + 6 * t;
-            double rr = s[0] > 0 ? s[0] / tau_of[t] : 0.0;
-            if (!(rr > 1.0)) {
-                if (rr > relieved) relieved = rr;
-                continue;
+            PyObject *to = PyTuple_GET_ITEM(taus, t);
+            double tau = to ? PyFloat_AS_DOUBLE(to) : NAN, s0 = st[6 * t];
+            double rr = s0 > 0 ? s0 / tau : 0.0, v = rr;
+            if (to == NULL) v = -1.0; /* (its float could not be made) */
+            else if (rr > 1.0) {
+                v = relieved_item(A, B, C, ta, lda, tb, ldb, tc, ldc, t, M, K, N,
+                                  item == 8 ? 1 : 0, d + t * M, tau, &k);
+                if (v != v) v = rr; /* no relief for this matrix: its ratios stand */
             }
-            double v = relieved_item(A, B, C, ta, lda, tb, ldb, tc, ldc, t, M, K, N, kind,
-                                     d + t * M, tau_of[t], p->cap_slack, p->alpha, p->beta,
-                                     relief_min);
             if (v < 0) {
-                free(tau_of);
                 Py_DECREF(taus);
                 Py_DECREF(scales);
                 PyErr_NoMemory();
                 goto done_cap;
             }
-            if (v != v) v = rr; /* no relief for this matrix: its ratios stand */
             if (v > relieved) relieved = v;
         }
     }
-    free(tau_of);
     if (!finite) {
         Py_DECREF(taus);
         Py_DECREF(scales);

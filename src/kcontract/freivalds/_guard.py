@@ -379,11 +379,12 @@ class Guard(contextlib.ContextDecorator):
         half = fmt[2]
         # float32: ||W_k||^2 per column, for the per-row second look where the screen does
         # not clear (rows of unequal norms: an attention output's, a bias's)
-        b2 = None if half else proj.cols.get("b2")
-        if b2 is None and not half:
-            b2 = proj.cols["b2"] = _col_sq(w)
-        if b2 is False:  # (a weight without a host view: no second look here)
-            b2 = None
+        b2 = None
+        if not half:
+            b2 = proj.cols.get("b2")
+            if b2 is None:  # ||B_k||^2 as the general path's row_noise computes it
+                b2 = proj.cols["b2"] = np.ascontiguousarray(
+                    _backend.ops_for(w).row_sq(w.detach().T, None), dtype=np.float32)
         ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms, zoff,
                         seed, b2, ROW_RELIEF_MIN)
         if type(ratio) is tuple:  # the shape's first check: its plan, then the check
@@ -438,16 +439,6 @@ class Guard(contextlib.ContextDecorator):
                 self.stats.cache_hits += 1
             return proj
         return pre
-
-
-def _col_sq(w):
-    """||W_k||^2 for each column k of a float32 CPU weight (the squared norms of the rows
-    of B = W^T, as the general path's row_noise computes them: float32 sums of float32
-    squares), as a contiguous float32 array; False where W has no host view."""
-    hv = _backend.ops_for(w).host_view(w.detach())
-    if hv is None:
-        return False
-    return np.ascontiguousarray(_backend.NumpyOps.row_sq(hv.T, None), dtype=np.float32)
 
 
 def _versions(x, w, out, bias) -> Optional[tuple]:
