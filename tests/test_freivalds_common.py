@@ -334,3 +334,31 @@ def test_a_batch_beyond_its_screen_takes_the_per_row_look_compiled(monkeypatch, 
         bad[1, 2, t, 5] += 1e-4 * float(abs(c).max())
         res = verify(a, b, bad)
         assert not res.passed and res.suspect_elements == [(1, 2, t, 5)]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_batch_with_a_row_beyond_its_own_noise_hands_over_the_second_looks_ratios(dt):
+    """Where a row is beyond even its own noise the compiled call hands the general path
+    every row's ratio after the per-row look: row_relief's (the general path's) numbers,
+    so that only the rows beyond are recomputed; the verdict is the general path's."""
+    from kcontract.freivalds._screen import ratio_rows, row_relief
+
+    a, b, c = attention_output(dt, 2, 4, 128, 64, 3)
+    handed = 0
+    for t, j in ((0, 5), (100, 7), (127, 0)):
+        bad = c.copy()
+        bad[1, 2, t, j] += 1e-4 * float(abs(c).max())
+        for seed in range(3):
+            out = _core._common_batch(a, b, bad, 0, seed)
+            assert type(out) is tuple and out[1].rows is not None
+            scr = out[1]
+            p = _core._problem(a, b, bad, None, None)
+            items = scr.rows.shape[0]
+            ref = row_relief(p, ratio_rows(p, scr, 1, items), _core._units(p))
+            assert scr.rows.shape == ref.shape == (8, 128)
+            np.testing.assert_allclose(scr.rows, ref, rtol=1e-9, atol=0)
+            assert scr.rows[6, t] > 1.0  # the wrong element's row (matrix (1, 2))
+            handed += 1
+            res = verify(a, b, bad, seed=seed)
+            assert not res.passed and res.suspect_elements == [(1, 2, t, j)]
+    assert handed == 9

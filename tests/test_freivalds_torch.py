@@ -121,6 +121,50 @@ def test_guard_checks_all_matmul_forms():
     assert all(0 <= o["screened"] <= o["checked"] for o in ops.values())
 
 
+def test_guard_checks_broadcast_batches_and_finds_a_wrong_element_in_them():
+    """matmul's batch dimensions broadcast (one side without, one of size 1): the guard
+    checks the product it computed and finds a wrong element of it."""
+    a, b = t((2, 1, 32, 48), 3), t((3, 48, 40), 4)
+    with guard() as g:
+        torch.matmul(a, b)
+        torch.matmul(t((32, 48), 5), b)  # 2-D @ batch
+        torch.matmul(a, t((48, 40), 6))  # batch @ 2-D
+    assert g.checked == 3 and g.failed == 0 and g.stats.skipped == 0 and g.stats.errors == 0
+
+    class Corrupt(TorchFunctionMode):  # the first product only (not the checker's own)
+        done = False
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.matmul and not self.done:
+                self.done = True
+                out[1, 2, 7, 5] += 1e-3 * float(out.abs().max())
+            return out
+
+    with pytest.raises(ProductCheckError) as err:
+        with Corrupt(), guard():  # (the guard above: it sees the corrupted output)
+            torch.matmul(a, b)
+    assert err.value.result.suspect_elements == [(1, 2, 7, 5)]
+
+
+def test_cpu_tensors_rows_recomputed_on_host_views_as_torch_would():
+    """The float64 recomputation of screened rows of CPU tensors runs on host views (numpy):
+    the same numbers as torch's float64 product, for batches, 16-bit formats and tensors
+    that require grad."""
+    from kcontract.freivalds._backend import ops_for
+
+    for dt in (torch.float32, torch.bfloat16):
+        A = t((2, 3, 32, 48), 7).to(dt).requires_grad_(dt is torch.float32)
+        B = t((2, 3, 48, 40), 8).to(dt)
+        pairs = [((1, 2), (1, 2), 5), ((0, 1), (0, 1), 31), ((1, 2), (1, 2), 0)]
+        ops = ops_for(A, B)
+        cstar, abssum = ops.exact_rows(A, B, pairs)
+        for k, (ai, bi, i) in enumerate(pairs):
+            a64, b64 = A.detach()[ai][i].double(), B[bi].double()
+            np.testing.assert_allclose(cstar[k], (a64 @ b64).numpy(), rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(abssum[k], (a64.abs() @ b64.abs()).numpy(), rtol=1e-13)
+
+
 def test_guard_raise_warn_log(caplog):
     x, W = t((16, 8), 3), t((8, 12), 4)
     with Corrupt():

@@ -501,13 +501,15 @@ def _common_batch(a, b, c, backend: int, seed=None):
             res.screen_ratio = out[5]
             res.message = _RELIEVED
         return res
-    if len(out) == 7:  # a row beyond the screen: batch_screen's Screen, for the general path
+    if len(out) == 8:  # a row beyond the screen: batch_screen's Screen, for the general path
         M, K = shape[1], shape[2]
         items = math.prod(batch)
         y = np.frombuffer(out[6], dtype=np.float32 if fmts[0] == "float32" else np.float64)
+        # (the rows' ratios after the second look, where it was made: row_relief's)
+        rows = None if out[7] is None else np.frombuffer(out[7]).reshape(items, M).copy()
         return seed, Screen(np.frombuffer(out[5]).reshape(items, M).copy(), np.array(out[2]),
                             np.array(out[3]), True, ratio, False,
-                            y.reshape(batch + (K,)).copy())
+                            y.reshape(batch + (K,)).copy(), rows=rows)
     return seed, None
 
 
@@ -1043,10 +1045,13 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
     if scr.clear:
         res.ratio = scr.ratio
         return
-    ratio_rows_ = ratio_rows(p, scr, rounds, items)
-    if not p.deterministic:
-        with np.errstate(over="ignore", invalid="ignore"):
-            ratio_rows_ = row_relief(p, ratio_rows_, units)
+    if scr.rows is not None and rounds == 1 and p.groups == 1 and not p.deterministic:
+        ratio_rows_ = scr.rows  # the compiled call's second look (row_relief's arithmetic)
+    else:
+        ratio_rows_ = ratio_rows(p, scr, rounds, items)
+        if not p.deterministic:
+            with np.errstate(over="ignore", invalid="ignore"):
+                ratio_rows_ = row_relief(p, ratio_rows_, units)
     flagged = np.argwhere(ratio_rows_ > 1.0)
     if not len(flagged):
         res.ratio = float(ratio_rows_.max())

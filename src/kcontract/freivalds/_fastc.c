@@ -1248,9 +1248,9 @@ static double row_wsq32(const float *x, const float *w, Py_ssize_t n) {
  * sigma), rho_i = sigma_i / median sigma (numpy's median: the middle two's mean for even M,
  * selected in tmp[0:M]), and d_i / t divided by rho_i where rho_i >= relief_min.  The
  * largest ratio after it; NaN where a norm is not finite or the median is not positive
- * (no relief: the ratios stand). */
+ * (no relief: the ratios stand).  rows (or NULL): each row's ratio after it. */
 static double relieve(double *c2, const double *s2, double *tmp, const double *d,
-                      Py_ssize_t M, double t, const struct plan_consts *k) {
+                      Py_ssize_t M, double t, const struct plan_consts *k, double *rows) {
     for (Py_ssize_t i = 0; i < M; i++) {
         if (!isfinite(c2[i]) || !isfinite(s2[i])) return NAN;
         double cn = sqrt(c2[i]), sn = sqrt(s2[i]);
@@ -1268,6 +1268,7 @@ static double relieve(double *c2, const double *s2, double *tmp, const double *d
     for (Py_ssize_t i = 0; i < M; i++) {
         double r = d[i] > 0 ? d[i] / t : 0.0, rho = c2[i] / med;
         if (rho >= k->relief_min) r /= rho;
+        if (rows != NULL) rows[i] = r;
         if (r > worst || r != r) worst = r;
     }
     return worst;
@@ -1285,7 +1286,7 @@ static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_s
         c2[i] = sumsq_n(Cm + i * N, N, 0);
         s2[i] = row_wsq32(X + i * K, b2, K);
     }
-    double worst = relieve(c2, s2, s2 + M, d, M, t, k);
+    double worst = relieve(c2, s2, s2 + M, d, M, t, k, NULL);
     free(c2);
     return worst;
 }
@@ -1891,14 +1892,14 @@ static double relieved_item(const Py_buffer *A, const Py_buffer *B, const Py_buf
                             int ta, Py_ssize_t lda, int tb, Py_ssize_t ldb, int tc,
                             Py_ssize_t ldc, Py_ssize_t t, Py_ssize_t M, Py_ssize_t K,
                             Py_ssize_t N, int kind, const double *d, double tau,
-                            const struct plan_consts *k) {
+                            const struct plan_consts *k, double *rows) {
     double *c2 = malloc((size_t)(3 * M + K) * sizeof(double));
     if (c2 == NULL) return -1.0;
     double *s2 = c2 + M, *tmp = s2 + M, *b2 = tmp + M;
     row_sums((const char *)C->buf + item_offset(C, t), kind, tc, ldc, M, N, NULL, c2);
     row_sums((const char *)B->buf + item_offset(B, t), kind, tb, ldb, K, N, NULL, b2);
     row_sums((const char *)A->buf + item_offset(A, t), kind, ta, lda, M, K, b2, s2);
-    double worst = relieve(c2, s2, tmp, d, M, tau, k);
+    double worst = relieve(c2, s2, tmp, d, M, tau, k, rows);
     free(c2);
     return worst;
 }
@@ -2033,7 +2034,7 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (to == NULL) v = -1.0; /* (its float could not be made) */
             else if (rr > 1.0) {
                 v = relieved_item(A, B, C, ta, lda, tb, ldb, tc, ldc, t, M, K, N,
-                                  item == 8 ? 1 : 0, d + t * M, tau, &k);
+                                  item == 8 ? 1 : 0, d + t * M, tau, &k, NULL);
                 if (v != v) v = rr; /* no relief for this matrix: its ratios stand */
             }
             if (v < 0) {
@@ -2055,10 +2056,42 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
                             p->info, ratio);
     } else if (ratio <= 1.0) {
         out = Py_BuildValue("(KdNNO)", (unsigned long long)seed, ratio, taus, scales, p->info);
-    } else { /* a row beyond the screen: |d| and y for the general path to take over */
-        out = Py_BuildValue("(KdNNOy#y#)", (unsigned long long)seed, ratio, taus, scales,
+    } else { /* a row beyond the screen: |d| and y for the general path to take over, and
+              * where the second look ran, every row's ratio after it (row_relief's
+              * (items, M) ratios: the general path then recomputes only the rows beyond) */
+        PyObject *rows = Py_None;
+        Py_INCREF(rows);
+        if (relieved == relieved) {
+            Py_DECREF(rows);
+            rows = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(items * M * 8));
+            if (rows == NULL) {
+                Py_DECREF(taus);
+                Py_DECREF(scales);
+                goto done_cap;
+            }
+            double *rr = (double *)PyBytes_AS_STRING(rows);
+            struct plan_consts k = {p->cap_slack, p->alpha, p->beta, relief_min};
+            for (Py_ssize_t t = 0; t < items; t++) {
+                double tau = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(taus, t)), *row = rr + t * M;
+                const double *dt = d + t * M;
+                for (Py_ssize_t i = 0; i < M; i++) row[i] = dt[i] > 0 ? dt[i] / tau : 0.0;
+                if (!(st[6 * t] > 0 && st[6 * t] / tau > 1.0)) continue;
+                double v = relieved_item(A, B, C, ta, lda, tb, ldb, tc, ldc, t, M, K, N,
+                                         item == 8 ? 1 : 0, dt, tau, &k, row);
+                if (v < 0) {
+                    Py_DECREF(rows);
+                    Py_DECREF(taus);
+                    Py_DECREF(scales);
+                    PyErr_NoMemory();
+                    goto done_cap;
+                }
+                if (v != v) /* no relief for this matrix: its ratios stand */
+                    for (Py_ssize_t i = 0; i < M; i++) row[i] = dt[i] > 0 ? dt[i] / tau : 0.0;
+            }
+        }
+        out = Py_BuildValue("(KdNNOy#y#N)", (unsigned long long)seed, ratio, taus, scales,
                             p->info, (const char *)d, (Py_ssize_t)(items * M * 8),
-                            (const char *)y, (Py_ssize_t)(items * K * item));
+                            (const char *)y, (Py_ssize_t)(items * K * item), rows);
     }
 done_cap:
     Py_DECREF(cap);

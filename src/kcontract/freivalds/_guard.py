@@ -536,9 +536,12 @@ def _as_matrices(a, b, out):
         a = a.unsqueeze(0)
     if b.dim() == 1:
         b = b.unsqueeze(-1)
-    shape = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2],
-                                                                         b.shape[-1])
-    return a, b, out.reshape(shape)
+    sa, sb = a.shape, b.shape
+    ba, bb = sa[:-2], sb[:-2]
+    # (the common cases without torch.broadcast_shapes, a Python function of some cost)
+    batch = ba if ba == bb or not bb else bb if not ba else torch.broadcast_shapes(ba, bb)
+    shape = tuple(batch) + (sa[-2], sb[-1])
+    return a, b, out if out.shape == shape else out.reshape(shape)
 
 
 def _flat(a, b, c):

@@ -422,6 +422,7 @@ class Screen:
     clear: bool  # no row exceeds its threshold
     y: Any = None  # B r on the host (batch..., K), where the compiled pass made it
     b_rms: Any = None  # rms_k ||B_k||, where it was known (the guard's cache)
+    rows: Any = None  # (items, M) ratios after the per-row second look, where it was made
 
 
 def screen(p, d: np.ndarray, rounds: int, seed: int, items: int, units,
