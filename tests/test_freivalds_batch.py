@@ -123,7 +123,11 @@ def _same(r1, r2):
     assert r1.passed == r2.passed and r1.reason == r2.reason
     assert np.array_equal(r1.threshold, r2.threshold)
     assert np.array_equal(r1.noise_scale, r2.noise_scale)
-    assert r1.screen_ratio == r2.screen_ratio and r1.ratio == r2.ratio
+    assert r1.screen_ratio == r2.screen_ratio
+    if r1.passed and r1.screened_rows:  # (rows recomputed in float64 by the compiled call:
+        assert r1.ratio == pytest.approx(r2.ratio, rel=1e-6)  # its order of the sums)
+    else:
+        assert r1.ratio == r2.ratio
     assert r1.suspect_elements == r2.suspect_elements
     assert r1.screened_rows == r2.screened_rows
 

@@ -304,6 +304,20 @@ def attention_output(dt, B, H, T, D, seed):
     return att, v, np.matmul(att, v)
 
 
+def _both_paths(monkeypatch, a, b, c, **kw):
+    """verify's result, whether it called the general path (_verify), and the general
+    path's own result (the compiled batched call taken away)."""
+    general = []
+    real = _core._verify
+    with monkeypatch.context() as m:
+        m.setattr(_core, "_verify", lambda *x: general.append(1) or real(*x))
+        got = verify(a, b, c, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(_core, "_COMMON_BATCH", None)  # the general path
+        ref = verify(a, b, c, **kw)
+    return got, bool(general), ref
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_a_batch_beyond_its_screen_takes_the_per_row_look_compiled(monkeypatch, dt):
     """Attention's att @ v: rows beyond the screen that are within their own noise pass in
@@ -311,16 +325,8 @@ def test_a_batch_beyond_its_screen_takes_the_per_row_look_compiled(monkeypatch, 
     wrong element is still found."""
     a, b, c = attention_output(dt, 2, 4, 128, 64, 3)
     relieved = 0
-    general = []
-    real = _core._verify
     for seed in range(12):
-        general.clear()
-        with monkeypatch.context() as m:
-            m.setattr(_core, "_verify", lambda *x: general.append(1) or real(*x))
-            got = verify(a, b, c, seed=seed)
-        with monkeypatch.context() as m:
-            m.setattr(_core, "_COMMON_BATCH", None)  # the general path
-            ref = verify(a, b, c, seed=seed)
+        got, general, ref = _both_paths(monkeypatch, a, b, c, seed=seed)
         assert got.passed and ref.passed and got.screened_rows == ref.screened_rows
         assert got.ratio == pytest.approx(ref.ratio, rel=1e-9)
         assert got.screen_ratio == pytest.approx(ref.screen_ratio, rel=1e-12)
@@ -362,3 +368,58 @@ def test_a_batch_with_a_row_beyond_its_own_noise_hands_over_the_second_looks_rat
             res = verify(a, b, bad, seed=seed)
             assert not res.passed and res.suspect_elements == [(1, 2, t, j)]
     assert handed == 9
+
+
+def test_rows_beyond_their_own_noise_are_recomputed_in_float64_in_the_compiled_call(
+        monkeypatch):
+    """float32 attention att @ v: where a few rows are beyond even their own noise, the
+    compiled call recomputes them in float64 against their element bounds (the general
+    path's stage 2) and passes the batch without the general path: the same screened rows,
+    message and screen, the ratio up to the order of the float64 sums.  Where more rows
+    are left than max_rows, or a row is wrong (one element, or every element a little:
+    the row aggregate), the general path decides and reports."""
+    from kcontract.freivalds import _model
+    from kcontract.freivalds._screen import ROW_RELIEF_MIN, signs
+
+    a, b, c = attention_output(np.float32, 2, 4, 128, 64, 7)
+    M, K, N = 128, 128, 64
+    units = _core._units_for("float32", "float32", "float32")
+    L_e = _model.element_log_term(8 * M * N, _core.DEFAULT_FALSE_ALARM / 2)
+    decided = 0
+    for seed in range(40):
+        got, general, ref = _both_paths(monkeypatch, a, b, c, seed=seed)
+        if not got.screened_rows:
+            continue
+        assert got.passed and ref.passed and not general
+        assert got.screened_rows == ref.screened_rows and got.message == ref.message
+        assert got.ratio == pytest.approx(ref.ratio, rel=1e-6) and 0 < got.ratio <= 1
+        assert got.screen_ratio == ref.screen_ratio
+        assert np.array_equal(got.threshold, ref.threshold)
+        decided += 1
+        # fewer rows allowed than are left: the general path
+        few, general, _ = _both_paths(monkeypatch, a, b, c, seed=seed,
+                                      max_rows=len(got.screened_rows) - 1)
+        assert general and few.passed and few.unexamined_rows == 1
+        idx = got.screened_rows[0]
+        row = a[idx[:2]][idx[2]].astype(np.float64)
+        bm = b[idx[:2]].astype(np.float64)
+        exact = row @ bm
+        bound = _model.element_bounds(exact, np.abs(row) @ np.abs(bm), K, units, L_e)
+        r = signs(seed, 0, N, np.float64)
+        away = r * np.sign(float((c[idx] - exact) @ r))  # (the row's residual grows)
+        bad = c.copy()  # one element 1.1 times its bound off: beyond it, the row's
+        bad[idx + (5,)] += np.float32(1.1 * bound[5] * away[5])  # aggregate not
+        out = _core._COMMON_BATCH(a, b, bad, 0, seed, ROW_RELIEF_MIN, 32)
+        assert len(out) == 8  # handed over: the float64 look did not clear it
+        res = verify(a, b, bad, seed=seed)
+        assert not res.passed and res.suspect_elements == [idx + (5,)]
+        assert not res.row_failures
+        # every element of the row off by half its bound: each within its bound, the
+        # row's aggregate far beyond
+        bad = c.copy()
+        bad[idx] = (bad[idx] + 0.5 * bound * away).astype(np.float32)
+        out = _core._COMMON_BATCH(a, b, bad, 0, seed, ROW_RELIEF_MIN, 32)
+        assert len(out) == 8
+        res = verify(a, b, bad, seed=seed)
+        assert not res.passed and idx in res.row_failures and not res.suspect_elements
+    assert decided >= 3

@@ -332,7 +332,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
-        res = _common(a, b, c, seed)
+        res = _common(a, b, c, seed, max_rows if type(max_rows) is int else 0)
         if type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
@@ -411,17 +411,18 @@ _HALF_TORCH: dict = {}
 _NO_PLAN: set = set()
 
 
-def _common(a, b, c, seed=None):
+def _common(a, b, c, seed=None, max_rows=0):
     """verify's common call through ``_fastc.common`` (one 2-D C-contiguous product of numpy
     arrays or CPU tensors, float32 / float64, or bfloat16 / float16 operands with C in
     their format or float32; default options; ``seed``: the caller's, or None for a fresh
-    one): its passing result, else the seed it used (a row beyond the screen: the caller
-    checks again with it), or None where it does not apply."""
+    one; ``max_rows``: verify's, for a batch's float64 look in the call): its passing
+    result, else the seed it used (a row beyond the screen: the caller checks again with
+    it), or None where it does not apply."""
     if type(a) is np.ndarray:
         if type(b) is not np.ndarray or type(c) is not np.ndarray:
             return None
         if a.ndim > 2:
-            return _common_batch(a, b, c, 0, seed)
+            return _common_batch(a, b, c, 0, seed, max_rows)
         half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
         if half:
             if b.dtype != a.dtype:
@@ -447,7 +448,7 @@ def _common(a, b, c, seed=None):
             if half or c.dtype is not dt:
                 return None
             try:  # a batch of strided views (attention's q, k^T, v of a fused projection)
-                return _common_batch(a.numpy(), b.numpy(), c.numpy(), 1, seed)
+                return _common_batch(a.numpy(), b.numpy(), c.numpy(), 1, seed, max_rows)
             except (RuntimeError, TypeError):  # a tensor numpy cannot view
                 return None
         if not (a.is_contiguous() and b.is_contiguous() and c.is_contiguous()):
@@ -468,7 +469,7 @@ def _common(a, b, c, seed=None):
         if out in _NO_PLAN or not _common_plan(*out):
             _NO_PLAN.add(out)
             return None
-        return _common(a, b, c, seed)
+        return _common(a, b, c, seed, max_rows)
     seed, ratio = out[0], out[1]
     if ratio is not None and ratio <= 1.0:
         shape, fmts, backend = out[5]
@@ -477,29 +478,37 @@ def _common(a, b, c, seed=None):
     return seed, None
 
 
-def _common_batch(a, b, c, backend: int, seed=None):
+def _common_batch(a, b, c, backend: int, seed=None, max_rows=0):
     """:func:`_common` for a batch (host arrays) through ``_fastc.common_batch``: the
-    passing result, the seed drawn (a row beyond the screen), or None."""
+    passing result, the seed drawn (a row beyond the screen), or None.  ``max_rows``:
+    where at most this many rows are left beyond their own noise, the call recomputes
+    them in float64 (the general path's stage 2) and passes the batch where they are
+    within their element bounds."""
     if _COMMON_BATCH is None:
         return None
-    out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN)
+    out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN, max_rows)
     if out is None:
         return None
     if type(out[0]) is tuple:  # the shape's first call: its plan, then the call again
         if out in _NO_PLAN or not _common_batch_plan(*out):
             _NO_PLAN.add(out)
             return None
-        out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN)
+        out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN, max_rows)
         if out is None or type(out[0]) is tuple:
             return None
     seed, ratio = out[0], out[1]
     batch, shape, fmts, name = out[4]
-    if ratio is not None and ratio <= 1.0:
+    if ratio is not None and (ratio <= 1.0 or len(out) == 7):
         res = _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
                        ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
         if len(out) == 6:  # rows beyond the screen, each within its own noise
             res.screen_ratio = out[5]
             res.message = _RELIEVED
+        elif len(out) == 7:  # rows beyond their own noise, within their element bounds
+            res.screen_ratio = out[5]
+            res.screened_rows = [tuple(int(v) for v in np.unravel_index(t, batch)) + (i,)
+                                 for t, i in out[6]]
+            res.message = f"{len(out[6])} row(s) screened, all within the element bounds"
         return res
     if len(out) == 8:  # a row beyond the screen: batch_screen's Screen, for the general path
         M, K = shape[1], shape[2]
@@ -527,13 +536,22 @@ def _common_batch_plan(batch: tuple, M: int, K: int, N: int, item: int, backend:
     units = _units_for(name, name, name)
     alpha, beta = model.screen_cap_coefficients(K, N, units)
     k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1
+    pfa = DEFAULT_FALSE_ALARM  # (the call's only false-alarm rate)
+    # float32 batches: the float64 look's constants, as _verify's stage 2 derives them (a
+    # float64 product's look stays with the general path: there the recomputation's own
+    # rounding is of the size of the errors it measures, so only numpy's order of the
+    # sums gives the general path's ratios)
+    exact = None if item != 4 else (
+        units.acc, units.out, units.recompute, units.acc_tiny, units.out_tiny,
+        model.element_log_term(items * M * N, pfa / 2),
+        math.log(max(items * M, 1) / (pfa / 2)), units.acc <= 2.0 ** -53)
     _fastc.common_batch_plan(fn, _cblas.for_arrays(backend == 0)["ilp64"], batch, M, K, N,
                              item, backend, SAMPLE_ROWS, M // 2, k9, float(alpha), float(beta),
                              float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
                              model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL,
                              float(model.FLOOR_FRACTION), float(model.LAMBDA_SCREEN),
                              (batch, (batch, M, K, N), (name,) * 4,
-                              "numpy" if backend == 0 else "torch"))
+                              "numpy" if backend == 0 else "torch"), exact)
     return True
 
 

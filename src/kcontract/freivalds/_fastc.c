@@ -1789,7 +1789,12 @@ static PyObject *gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs
  * (seed, ratio, thresholds, scales, info) -- ratio None where a statistic is not finite;
  * the screen passes the batch where ratio <= 1 (thresholds and scales: one float per
  * matrix, in the batch's order); where it does not, |d| (items x M float64) and y = B r
- * (items x K) follow as bytes, for the general path to take the screen from there. */
+ * (items x K) follow as bytes, for the general path to take the screen from there.
+ * common_batch(a, b, c, backend, seed, relief_min, max_rows): rows beyond the screen get
+ * the per-row second look (relieve; a 6-tuple with the screen's ratio where every row
+ * clears its own noise, else the ratios after it as an 8th item), and where at most
+ * max_rows rows are still beyond, the float64 look (exact_rows_passed: a 7-tuple where
+ * it clears them). */
 #define BPLANS 32
 #define BDIMS 8
 struct bplan {
@@ -1797,6 +1802,11 @@ struct bplan {
     int ilp64, busy;
     Py_ssize_t nd, dims[BDIMS], items, M, K, N, item, backend, k, kmed, k9;
     double alpha, beta, cap_slack, med, med_q90, floor_fraction, lam;
+    /* the float64 look's constants (exact == 0: none given): unit roundoffs of the
+     * accumulator, the output and the recomputation, the accumulator's and the output's
+     * absolute floors, the element and row log terms, a float64 product */
+    int exact, same_precision;
+    double u_acc, u_out, u_rec, acc_tiny, out_tiny, L_e, L_r;
     char *mem; /* r, y, z, w, then d, tmp, stats (float64) */
     PyObject *info;
 };
@@ -1822,10 +1832,12 @@ static void bplan_free(PyObject *cap) {
 }
 
 /* common_batch_plan(fn, ilp64, batch, M, K, N, item, backend, k, kmed, k9, alpha, beta,
- *                   cap_slack, med, med_q90, floor_fraction, lam, info) */
+ *                   cap_slack, med, med_q90, floor_fraction, lam, info, exact=None)
+ * exact: the float64 look's constants (u_acc, u_out, u_rec, acc_tiny, out_tiny, L_e, L_r,
+ * same_precision), or None (no float64 look in the call) */
 static PyObject *common_batch_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 19) {
-        PyErr_SetString(PyExc_TypeError, "common_batch_plan: 19 arguments");
+    if (nargs != 19 && nargs != 20) {
+        PyErr_SetString(PyExc_TypeError, "common_batch_plan: 19 or 20 arguments");
         return NULL;
     }
     struct bplan *p = calloc(1, sizeof *p);
@@ -1850,6 +1862,19 @@ static PyObject *common_batch_plan(PyObject *self, PyObject *const *args, Py_ssi
     double *dbls[] = {&p->alpha, &p->beta, &p->cap_slack, &p->med, &p->med_q90,
                       &p->floor_fraction, &p->lam};
     for (int i = 0; i < 7; i++) *dbls[i] = PyFloat_AsDouble(args[11 + i]);
+    if (nargs == 20 && args[19] != Py_None) {
+        PyObject *e = args[19];
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 8) {
+            PyErr_SetString(PyExc_ValueError, "common_batch_plan: exact must be 8 numbers");
+            free(p);
+            return NULL;
+        }
+        double *xs[] = {&p->u_acc, &p->u_out, &p->u_rec, &p->acc_tiny, &p->out_tiny, &p->L_e,
+                        &p->L_r};
+        for (int i = 0; i < 7; i++) *xs[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(e, i));
+        p->same_precision = PyObject_IsTrue(PyTuple_GET_ITEM(e, 7)) == 1;
+        p->exact = 1;
+    }
     if (PyErr_Occurred()) {
         free(p);
         return NULL;
@@ -1904,14 +1929,133 @@ static double relieved_item(const Py_buffer *A, const Py_buffer *B, const Py_buf
     return worst;
 }
 
+/* sqrt-free Bernstein deviation (model.bernstein_t): the smallest t with
+ * 2 exp(-t^2 / (2V + 2bt/3)) <= 2 exp(-L) */
+static inline double bernstein(double V, double b, double L) {
+    double bl = b * L / 3.0;
+    return bl + sqrt(bl * bl + 2.0 * V * L);
+}
+
+/* The general path's float64 look (kcontract.freivalds._core._verify's stage 2) at the
+ * rows (ft[f], fi[f]) of a strided batch: each row recomputed in float64 (sum_k a_ik b_kj
+ * and sum_k |a_ik b_kj|), every element against model.element_bounds (the probabilistic
+ * bound) and the row's aggregate against model.row_aggregate_limit (errors normalised by
+ * model.element_sigma2).  The largest |error| / bound where every element and every row
+ * is within its bound; -1 where one is not or an element of C is not finite (the general
+ * path then decides and reports: the overflow rules, the suspects, the repair); -2 where
+ * scratch cannot be had. */
+static double exact_look(const struct bplan *p, const Py_buffer *A, const Py_buffer *B,
+                         const Py_buffer *C, int ta, Py_ssize_t lda, int tb, Py_ssize_t ldb,
+                         int tc, Py_ssize_t ldc, int kind, const Py_ssize_t *ft,
+                         const Py_ssize_t *fi, Py_ssize_t nf) {
+    Py_ssize_t K = p->K, N = p->N;
+    double *ar = malloc((size_t)(K + 2 * N) * sizeof(double));
+    if (ar == NULL) return -2.0;
+    double *cs = ar + K, *ab = cs + N, worst = 0.0, Kd = (double)K;
+    double growth = 1.0 + (2.0 * Kd * p->u_acc < 1.0 ? 2.0 * Kd * p->u_acc : 1.0);
+    double floor = (Kd + 1.0) * p->acc_tiny + p->out_tiny;
+    double limit = (double)N + 2.0 * sqrt((double)N * p->L_r) + 2.0 * p->L_r;
+    for (Py_ssize_t f = 0; f < nf && worst >= 0; f++) {
+        Py_ssize_t t = ft[f], i = fi[f];
+        const char *a = (const char *)A->buf + item_offset(A, t);
+        const char *b = (const char *)B->buf + item_offset(B, t);
+        const char *c = (const char *)C->buf + item_offset(C, t);
+        for (Py_ssize_t k = 0; k < K; k++) ar[k] = elem(a, kind, ta ? k * lda + i : i * lda + k);
+        memset(cs, 0, (size_t)(2 * N) * sizeof(double));
+        for (Py_ssize_t k = 0; k < K; k++) {
+            double aik = ar[k];
+            for (Py_ssize_t j = 0; j < N; j++) {
+                double v = aik * elem(b, kind, tb ? j * ldb + k : k * ldb + j);
+                cs[j] += v;
+                ab[j] += fabs(v);
+            }
+        }
+        double q = 0.0;
+        for (Py_ssize_t j = 0; j < N; j++) {
+            double cij = elem(c, kind, tc ? j * ldc + i : i * ldc + j), cstar = fabs(cs[j]);
+            if (!isfinite(cij)) { worst = -1.0; break; }
+            double m0 = 0.5 * (ab[j] + cstar), m = m0 * growth;
+            double t1 = bernstein(p->u_acc * p->u_acc * (Kd + 3.0) * m * m / 3.0,
+                                  p->u_acc * m, p->L_e);
+            double rec = p->same_precision
+                             ? bernstein(p->u_rec * p->u_rec * (Kd + 3.0) * m * m / 3.0,
+                                         p->u_rec * m, p->L_e)
+                             : 1.01 * Kd * p->u_rec * ab[j];
+            double fin = (p->u_out + p->u_acc) * (cstar + t1) * (1.0 + p->u_out);
+            double bound = t1 + rec + fin + floor, err = cij - cs[j];
+            double er = bound > 0 ? fabs(err) / bound : (err != 0 ? INFINITY : 0.0);
+            if (!(er <= 1.0)) { worst = -1.0; break; }
+            if (er > worst) worst = er;
+            double o = (p->u_out + p->u_acc) * cstar;
+            double s2 = p->u_acc * p->u_acc * (Kd + 3.0) * m0 * m0 / 3.0 + o * o / 3.0
+                        + (Kd + 1.0) * p->acc_tiny * p->acc_tiny;
+            if (s2 > 0) q += err * err / s2;
+        }
+        if (worst >= 0 && q > limit) worst = -1.0;
+    }
+    free(ar);
+    return worst;
+}
+
+/* common_batch's float64 look: the rows whose ratio after the second look (rows,
+ * items x M) exceeds 1, where there are at most max_rows (and EXACT_ROWS) of them, through
+ * exact_look; where it clears them, the passing tuple (seed, largest error / bound,
+ * thresholds, scales, info, screen ratio, ((t, i), ...) in descending order of their
+ * ratios, ties in the batch's order: the general path's screened_rows); NULL otherwise
+ * (with an exception set only where memory ran out).  taus and scales are borrowed. */
+#define EXACT_ROWS 64
+static PyObject *exact_rows_passed(const struct bplan *p, const Py_buffer *A,
+                                   const Py_buffer *B, const Py_buffer *C, int ta,
+                                   Py_ssize_t lda, int tb, Py_ssize_t ldb, int tc,
+                                   Py_ssize_t ldc, int kind, const double *rows,
+                                   Py_ssize_t max_rows, uint64_t seed, double ratio,
+                                   PyObject *taus, PyObject *scales) {
+    Py_ssize_t ft[EXACT_ROWS], fi[EXACT_ROWS], nf = 0, cap = max_rows;
+    double fr[EXACT_ROWS];
+    if (cap > EXACT_ROWS) cap = EXACT_ROWS;
+    for (Py_ssize_t t = 0; t < p->items; t++)
+        for (Py_ssize_t i = 0; i < p->M; i++) {
+            double v = rows[t * p->M + i];
+            if (!(v > 1.0)) continue;
+            if (nf == cap) return NULL;
+            Py_ssize_t at = nf++; /* insertion, stable: after the rows of a ratio as large */
+            while (at > 0 && fr[at - 1] < v) {
+                ft[at] = ft[at - 1];
+                fi[at] = fi[at - 1];
+                fr[at] = fr[at - 1];
+                at--;
+            }
+            ft[at] = t;
+            fi[at] = i;
+            fr[at] = v;
+        }
+    if (nf == 0) return NULL;
+    double worst = exact_look(p, A, B, C, ta, lda, tb, ldb, tc, ldc, kind, ft, fi, nf);
+    if (worst == -2.0) return PyErr_NoMemory();
+    if (worst < 0) return NULL;
+    PyObject *flagged = PyTuple_New(nf);
+    if (flagged == NULL) return NULL;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        PyObject *ti = Py_BuildValue("(nn)", ft[f], fi[f]);
+        if (ti == NULL) {
+            Py_DECREF(flagged);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(flagged, f, ti);
+    }
+    return Py_BuildValue("(KdOOOdN)", (unsigned long long)seed, worst, taus, scales, p->info,
+                         ratio, flagged);
+}
+
 static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 4 || nargs > 6) {
+    if (nargs < 4 || nargs > 7) {
         PyErr_SetString(PyExc_TypeError,
-                        "common_batch(a, b, c, backend, seed=None, relief_min=0)");
+                        "common_batch(a, b, c, backend, seed=None, relief_min=0, max_rows=0)");
         return NULL;
     }
     PyObject *given = nargs >= 5 ? args[4] : Py_None;
-    double relief_min = nargs == 6 ? PyFloat_AsDouble(args[5]) : 0.0;
+    double relief_min = nargs >= 6 ? PyFloat_AsDouble(args[5]) : 0.0;
+    Py_ssize_t max_rows = nargs == 7 ? PyLong_AsSsize_t(args[6]) : 0;
     Py_ssize_t backend = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer bf[3];
@@ -2087,6 +2231,19 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
                 }
                 if (v != v) /* no relief for this matrix: its ratios stand */
                     for (Py_ssize_t i = 0; i < M; i++) row[i] = dt[i] > 0 ? dt[i] / tau : 0.0;
+            }
+        }
+        /* few rows left beyond their own noise: the general path's float64 look at them
+         * here, where it clears them all */
+        if (rows != Py_None && p->exact && max_rows > 0) {
+            out = exact_rows_passed(p, A, B, C, ta, lda, tb, ldb, tc, ldc, item == 8 ? 1 : 0,
+                                    (const double *)PyBytes_AS_STRING(rows), max_rows, seed,
+                                    ratio, taus, scales);
+            if (out != NULL || PyErr_Occurred()) {
+                Py_DECREF(rows);
+                Py_DECREF(taus);
+                Py_DECREF(scales);
+                goto done_cap;
             }
         }
         out = Py_BuildValue("(KdNNOy#y#N)", (unsigned long long)seed, ratio, taus, scales,
