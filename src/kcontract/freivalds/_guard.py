@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 import warnings
@@ -96,9 +97,8 @@ class _WeightCache:
     def version(src):
         """What a cached vector of ``src`` is valid for: its version counter, memory, shape,
         strides and dtype; None for inference tensors (no version counter: no caching)."""
-        try:
-            return (src._version, src.data_ptr(), tuple(src.shape), tuple(src.stride()),
-                    src.dtype)
+        try:  # (torch.Size and stride()'s tuple compare as the tuples they are)
+            return src._version, src.data_ptr(), src.shape, src.stride(), src.dtype
         except RuntimeError:
             return None
 
@@ -117,15 +117,6 @@ class _WeightCache:
                 self.entries.pop(next(iter(self.entries)))
             self.entries[key] = (weakref.ref(src), ver, val)
         return val, False
-
-    def lookup(self, src, transposed: bool, cdtype):
-        """The projection cached for ``src`` where it is still valid (the same object and
-        :meth:`version`), else None; nothing is computed."""
-        ent = self.entries.get((id(src), transposed, cdtype))
-        if ent is None or ent[0]() is not src:
-            return None
-        ver = self.version(src)
-        return ent[2] if ver is not None and ent[1] == ver else None
 
 
 class Guard(contextlib.ContextDecorator):
@@ -353,24 +344,34 @@ class Guard(contextlib.ContextDecorator):
         dt = x.dtype
         fmt = _LEAN.get(dt)
         if fmt is None or type(x) is not torch.Tensor or type(out) is not torch.Tensor \
-                or out.dtype is not dt or w.dtype is not dt \
+                or out.dtype is not dt \
                 or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()) \
                 or x.is_neg() or out.is_neg():  # (memory that is not the value)
             return False
-        proj = self._cache.lookup(w, True, fmt[0])
-        if proj is None or _LINEAR is None:
+        # (each call into torch right after a product costs microseconds: the weight's
+        # dtype is read off the version its projection is valid for, the sizes off the
+        # shapes)
+        cache = self._cache
+        ent = cache.entries.get((id(w), True, fmt[0]))
+        if ent is None or ent[0]() is not w or _LINEAR is None:
             return False
-        r, y = _core.host_parts(proj)
+        ver = ent[1]
+        if ver[4] is not dt or cache.version(w) != ver:
+            return False
+        proj = ent[2]
+        r, y = proj.cols.get("host32") or _core.host_parts(proj)
         zoff = 0.0
         if bias is not None:
             zoff = self._bias_dot(bias, dt, r)
             if zoff is None:
                 return False
         K, N = y.shape[0], r.shape[0]
-        if x.shape[-1] != K or out.shape[-1] != N:
+        sx, so = x.shape, out.shape
+        if len(sx) != len(so) or sx[-1] != K or so[-1] != N or sx[:-1] != so[:-1] \
+                or K < 64 or N < 64:
             return False
-        M = x.numel() // K
-        if M == 0 or out.numel() != M * N or K < 64 or N < 64:
+        M = sx[0] if len(sx) == 2 else math.prod(sx[:-1])
+        if M == 0:
             return False
         self._n += 1
         seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
