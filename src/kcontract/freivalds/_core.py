@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -395,7 +395,6 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
 _ZERO = np.zeros(())
 _ZERO.flags.writeable = False
 _clock = time.perf_counter
-_as_array = np.asarray
 #: the compiled common call (see _fastc.c: one C-contiguous float32 / float64 product of
 #: numpy arrays, default options), where the helper is built
 _COMMON = getattr(_fastc, "common", None)
@@ -473,8 +472,8 @@ def _common(a, b, c, seed=None, max_rows=0):
     seed, ratio = out[0], out[1]
     if ratio is not None and ratio <= 1.0:
         shape, fmts, backend = out[5]
-        return _passing(_as_array(out[3]), _as_array(out[2]), ratio, out[4], shape, fmts,
-                        seed, DEFAULT_FALSE_ALARM, backend)
+        return _passing(out[3], out[2], ratio, out[4], shape, fmts, seed, DEFAULT_FALSE_ALARM,
+                        backend, True)
     return seed, None
 
 
@@ -499,8 +498,8 @@ def _common_batch(a, b, c, backend: int, seed=None, max_rows=0):
     seed, ratio = out[0], out[1]
     batch, shape, fmts, name = out[4]
     if ratio is not None and (ratio <= 1.0 or len(out) == 7):
-        res = _passing(np.array(out[2]).reshape(batch), np.array(out[3]).reshape(batch),
-                       ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM, name)
+        res = _passing(out[2], out[3], ratio, True, shape, fmts, seed, DEFAULT_FALSE_ALARM,
+                       name, True)
         if len(out) == 6:  # rows beyond the screen, each within its own noise
             res.screen_ratio = out[5]
             res.message = _RELIEVED
@@ -863,32 +862,67 @@ def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None,
         return Screen(np.array(d, dtype=np.float64).reshape(1, M), np.array([t]),
                       np.array([scale]), bool(calibrated), ratio, False,
                       None if y is None else np.array(y), brms)
-    return _passing(np.asarray(t), np.asarray(scale), ratio, calibrated, ((), M, K, N), fmts,
-                    seed, pfa, backend)
+    return _passing(t, scale, ratio, calibrated, ((), M, K, N), fmts, seed, pfa, backend, True)
 
 
-def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend):
+def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend,
+             numbers=False):
     """The passing result of a common call (one round, one group, the probabilistic
     bound) whose every row cleared the screen: the fields FreivaldsResult(...) would set,
-    from a template (its generated __init__ is many steps, each from cold caches right
-    after a product)."""
+    without its generated __init__ (many steps, each from cold caches right after a
+    product): the fields whose class defaults hold (rounds, groups, bound, message, ...)
+    are left to them.  ``numbers``: threshold and scale are the compiled call's numbers
+    (a float, or a tuple per matrix of the batch shape[0]), made arrays on first read."""
+    fa, fb, fc, fd = fmts
+    d = {"passed": True, "reason": "verified", "suspect_rows": [], "suspects": [],
+         "ratio": ratio, "false_alarm": pfa, "screen_ratio": ratio, "screened_rows": [],
+         "suspect_columns": [], "row_failures": [], "shape": shape, "operand_format": fa,
+         "accumulate": fb, "output_format": fc, "check_precision": fd, "seed": seed,
+         "calibrated": calibrated, "backend": backend}
+    if numbers:
+        d["_numbers"] = (threshold, scale, shape[0])
+    else:
+        d["threshold"], d["noise_scale"] = threshold, scale
     res = _new_result(FreivaldsResult)
-    d = _PASSING.copy()
-    d["suspect_rows"], d["suspects"], d["screened_rows"] = [], [], []
-    d["suspect_columns"], d["row_failures"] = [], []
-    d["threshold"], d["ratio"], d["false_alarm"], d["screen_ratio"] = threshold, ratio, pfa, \
-        ratio
-    d["shape"], d["seed"], d["calibrated"], d["noise_scale"] = shape, seed, calibrated, scale
-    d["operand_format"], d["accumulate"], d["output_format"], d["check_precision"] = fmts
-    d["backend"] = backend
     res.__dict__ = d
     return res
 
 
+class _ArrayOnRead:
+    """FreivaldsResult's threshold and noise_scale: where the compiled common call made the
+    result (:func:`_passing` with ``numbers``) they stay its numbers until one is read, then
+    both become the arrays the general path gives (numpy's array construction costs
+    microseconds right after a product, where the result is made, and a guard never reads
+    them); elsewhere plain fields."""
+
+    def __init__(self, name: str, default):
+        self.name, self.default = name, default
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        d = obj.__dict__
+        v = d.get(self.name, _UNSET)
+        if v is not _UNSET:
+            return v
+        nums = d.pop("_numbers", None)
+        if nums is None:
+            if self.default is _UNSET:
+                raise AttributeError(self.name)
+            return self.default
+        tau, scale, batch = nums
+        d.setdefault("threshold", np.array(tau).reshape(batch))
+        d.setdefault("noise_scale", np.array(scale).reshape(batch))
+        return d[self.name]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+
+_UNSET = object()
 _new_result = object.__new__
-#: a passing result's fields in their order, those set per call as None (see _passing)
-_PASSING = {f.name: None if f.default is MISSING else f.default for f in fields(FreivaldsResult)}
-_PASSING.update(passed=True, reason="verified", rounds=1, groups=1, bound="probabilistic")
+FreivaldsResult.threshold = _ArrayOnRead("threshold", _UNSET)
+FreivaldsResult.noise_scale = _ArrayOnRead("noise_scale", None)
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
