@@ -423,3 +423,29 @@ def test_rows_beyond_their_own_noise_are_recomputed_in_float64_in_the_compiled_c
         res = verify(a, b, bad, seed=seed)
         assert not res.passed and idx in res.row_failures and not res.suspect_elements
     assert decided >= 3
+
+
+def test_a_compiled_result_makes_its_threshold_and_scale_arrays_when_read():
+    """The compiled call's passing result holds its numbers until threshold or noise_scale
+    is read: then the arrays the general path gives (a 0-d array for one matrix, the batch
+    shape for a batch), through copies and pickling too."""
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(5)
+    for shape in ((96, 80), (3, 96, 80)):
+        a = rng.standard_normal(shape[:-1] + (72,)).astype(np.float32)
+        b = rng.standard_normal(shape[:-2] + (72, 80)).astype(np.float32)
+        c = np.matmul(a, b)
+        ref = verify(a, b, c, seed=7, accumulate="float32")  # the general path
+        for got in (verify(a, b, c, seed=7), pickle.loads(pickle.dumps(verify(a, b, c, seed=7))),
+                    copy.copy(verify(a, b, c, seed=7))):
+            assert "_numbers" in vars(got)  # (made by the compiled call, not yet read)
+            assert isinstance(got.noise_scale, np.ndarray) and "_numbers" not in vars(got)
+            assert isinstance(got.threshold, np.ndarray) and got.threshold.shape == shape[:-2]
+            assert np.array_equal(got.threshold, ref.threshold)
+            assert np.array_equal(got.noise_scale, ref.noise_scale)
+            assert got.rounds == 1 and got.bound == "probabilistic" and got.message == ""
+        got = verify(a, b, c, seed=7)
+        got.threshold = "set"  # a field set before it is read stays
+        assert np.array_equal(got.noise_scale, ref.noise_scale) and got.threshold == "set"
