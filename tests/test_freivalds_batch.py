@@ -272,3 +272,41 @@ def test_causal_attention_products_pass_and_their_faults_are_caught(lib):
         bad[pos] += 1e-4 * float(np.abs(o).max())
         res = verify(conv(p), conv(v), conv(bad), seed=trial)
         assert not res.passed and res.suspect_elements == [pos], (pos, res.message)
+
+
+def test_torch_batches_run_on_torchs_threads_and_decide_alike_without_them():
+    """A batch of CPU tensors has its matrices shared out among torch's OpenMP threads (one
+    fork per batch, each product on one thread); without the pool registered the calling
+    thread runs them: the same verdicts, and for row-major operands the same screen."""
+    torch = pytest.importorskip("torch")
+    from kcontract.freivalds import _cblas
+    from kcontract.freivalds._screen import _fastc
+
+    if _fastc is None or not _cblas.torch_pool():
+        pytest.skip("no compiled helper or OpenMP runtime to register")
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 4, 128, 64)).astype(np.float32)
+    b = rng.standard_normal((6, 4, 64, 96)).astype(np.float32)
+    c = np.matmul(a, b)
+    bad = c.copy()
+    bad[2, 1, 40, 7] += 1e-4 * float(np.abs(c).max())
+    A, B, C, BAD = (torch.from_numpy(x) for x in (a, b, c, bad))
+
+    def run():
+        return [verify(A, B, C, seed=s) for s in range(4)] + [verify(A, B, BAD, seed=1)]
+    n0 = _fastc.pool_batches()
+    pooled = run()
+    assert _fastc.pool_batches() - n0 >= 5  # every check's batch on the pool
+    try:
+        _fastc.set_pool(0, 0, 0)
+        n0 = _fastc.pool_batches()
+        serial = run()
+        assert _fastc.pool_batches() == n0
+    finally:
+        _cblas._POOL = None
+        assert _cblas.torch_pool()
+    for p, s in zip(pooled[:4], serial[:4]):
+        assert p.passed and s.passed and p.screen_ratio == s.screen_ratio
+        assert np.array_equal(p.threshold, s.threshold) and p.threshold.shape == (6, 4)
+    for res in (pooled[4], serial[4]):
+        assert not res.passed and res.suspect_elements == [(2, 1, 40, 7)]

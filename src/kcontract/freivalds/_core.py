@@ -532,6 +532,8 @@ def _common_batch_plan(batch: tuple, M: int, K: int, N: int, item: int, backend:
     fn = _cblas.for_arrays(backend == 0).get(name, 0)
     if not fn:
         return False
+    if backend == 1:  # MKL's products: the batch's matrices on torch's threads
+        _cblas.torch_pool()
     units = _units_for(name, name, name)
     alpha, beta = model.screen_cap_coefficients(K, N, units)
     k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1

@@ -1590,7 +1590,72 @@ static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize
     }
 }
 
-/* stage1_batch's work on acquired buffers (the GIL released inside) */
+/* batches whose matrices ran on the registered pool (see run_stage1_batch) */
+static unsigned long long pool_batches;
+
+static PyObject *pool_batches_py(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&pool_batches, __ATOMIC_RELAXED));
+}
+
+/* stage1_batch's work: the matrices t0 .. t1 - 1 of the batch (tmp: M doubles of scratch) */
+struct batch_job {
+    uintptr_t fn;
+    int ilp64, dbl, kind, ta, tb, tc, failed;
+    const Py_buffer *A, *B, *C;
+    Py_ssize_t lda, ldb, ldc, items, M, K, N, i0, k, kmed, k9, item;
+    const void *r;
+    char *y, *z, *w;
+    double *d, *st;
+};
+
+static void batch_items(const struct batch_job *j, Py_ssize_t t0, Py_ssize_t t1, double *tmp) {
+    Py_ssize_t M = j->M, K = j->K, N = j->N, item = j->item;
+    for (Py_ssize_t t = t0; t < t1; t++) {
+        const char *a = (const char *)j->A->buf + item_offset(j->A, t);
+        const char *b = (const char *)j->B->buf + item_offset(j->B, t);
+        const char *c = (const char *)j->C->buf + item_offset(j->C, t);
+        char *y = j->y + t * K * item, *z = j->z + t * M * item, *w = j->w + t * M * item;
+        gemv_t(j->fn, j->ilp64, j->dbl, j->tb, K, N, j->ldb, b, j->r, y);
+        gemv_t(j->fn, j->ilp64, j->dbl, j->ta, M, K, j->lda, a, y, z);
+        gemv_t(j->fn, j->ilp64, j->dbl, j->tc, M, N, j->ldc, c, j->r, w);
+        double *dt = j->d + t * M;
+        for (Py_ssize_t i = 0; i < M; i++) {
+            double v = j->dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
+                              : fabs((double)((float *)z)[i] - (double)((float *)w)[i]);
+            dt[i] = v;
+        }
+        double *s = j->st + 6 * t;
+        order_stats_in(dt, tmp, M, j->kmed, j->k9, &s[0], &s[1], &s[2]);
+        s[3] = strided_block_sumsq(c, j->dbl, j->tc, j->ldc, N, j->i0, j->k);
+        s[4] = strided_block_sumsq(a, j->dbl, j->ta, j->lda, K, j->i0, j->k);
+        s[5] = sumsq_n(y, K, j->kind);
+    }
+}
+
+/* one pool thread's share of the batch: a contiguous run of whole matrices, each matrix's
+ * products made on that thread alone (MKL inside a parallel region runs sequentially: for
+ * row-major matrices the numbers its threads make on the calling thread, for column-major
+ * ones not always -- so the general path's stage 1 takes this route too, see
+ * _screen.batch_screen) */
+static void batch_part(void *p) {
+    struct batch_job *j = p;
+    Py_ssize_t t = pool_thread_num(), nt = pool_num_threads();
+    Py_ssize_t per = (j->items + nt - 1) / nt, t0 = t * per, t1 = t0 + per;
+    if (t1 > j->items) t1 = j->items;
+    if (t0 >= t1) return;
+    double stack[1024], *tmp = j->M <= 1024 ? stack : malloc((size_t)j->M * sizeof(double));
+    if (tmp == NULL) {
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    batch_items(j, t0, t1, tmp);
+    if (tmp != stack) free(tmp);
+}
+
+/* stage1_batch's work on acquired buffers (the GIL released inside).  Where the products
+ * are MKL's (ilp64 2: torch's own sgemv_ / dgemv_) and torch's OpenMP pool is registered,
+ * the matrices are shared out among its threads: one fork for the batch instead of one
+ * (or none) per product, each product on one thread. */
 static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buffer *B,
                              const Py_buffer *C, int ta, Py_ssize_t lda, int tb,
                              Py_ssize_t ldb, int tc, Py_ssize_t ldc, Py_ssize_t items,
@@ -1599,30 +1664,18 @@ static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const 
                              double *d, double *tmp, Py_ssize_t i0, Py_ssize_t k,
                              Py_ssize_t kmed, Py_ssize_t k9, double *st) {
     Py_ssize_t item = A->itemsize;
-    int dbl = item == 8, kind = dbl ? 1 : 0;
+    int dbl = item == 8;
+    struct batch_job job = {fn, ilp64, dbl, dbl ? 1 : 0, ta, tb, tc, 0, A, B, C, lda, ldb,
+                            ldc, items, M, K, N, i0, k, kmed, k9, item, rbuf, ybuf, zbuf,
+                            wbuf, d, st};
     Py_BEGIN_ALLOW_THREADS
-    balanced_signs(seed_lo, seed_hi, 0, N, rbuf, kind);
-    for (Py_ssize_t t = 0; t < items; t++) {
-        const char *a = (const char *)A->buf + item_offset(A, t);
-        const char *b = (const char *)B->buf + item_offset(B, t);
-        const char *c = (const char *)C->buf + item_offset(C, t);
-        char *y = (char *)ybuf + t * K * item, *z = (char *)zbuf + t * M * item;
-        char *w = (char *)wbuf + t * M * item;
-        gemv_t(fn, ilp64, dbl, tb, K, N, ldb, b, rbuf, y);
-        gemv_t(fn, ilp64, dbl, ta, M, K, lda, a, y, z);
-        gemv_t(fn, ilp64, dbl, tc, M, N, ldc, c, rbuf, w);
-        double *dt = d + t * M;
-        for (Py_ssize_t i = 0; i < M; i++) {
-            double v = dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
-                           : fabs((double)((float *)z)[i] - (double)((float *)w)[i]);
-            dt[i] = v;
-        }
-        double *s = st + 6 * t;
-        order_stats_in(dt, tmp, M, kmed, k9, &s[0], &s[1], &s[2]);
-        s[3] = strided_block_sumsq(c, dbl, tc, ldc, N, i0, k);
-        s[4] = strided_block_sumsq(a, dbl, ta, lda, K, i0, k);
-        s[5] = sumsq_n(y, K, kind);
-    }
+    balanced_signs(seed_lo, seed_hi, 0, N, rbuf, job.kind);
+    if (ilp64 == 2 && pool_parallel != NULL && items >= 2) {
+        __atomic_add_fetch(&pool_batches, 1, __ATOMIC_RELAXED);
+        pool_parallel(batch_part, &job, 0, 0);
+        if (job.failed) batch_items(&job, 0, items, tmp); /* (no scratch on a thread) */
+    } else
+        batch_items(&job, 0, items, tmp);
     Py_END_ALLOW_THREADS
 }
 
@@ -2288,7 +2341,9 @@ static PyMethodDef methods[] = {
      "common_plan(...): registers common's plan for one shape"},
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
      "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
-     "may run on"},
+     "and MKL's batches may run on"},
+    {"pool_batches", pool_batches_py, METH_NOARGS,
+     "pool_batches() -> how many batches' matrices ran on the registered pool"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,
      "gemv16(x, v, out, isa=-1, f16=0, pool=0) -> isa: out = x v, 16-bit rows, float32 "
      "accumulation"},

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from . import _cblas
 from . import _model as model
 from ._backend import NumpyOps, aligned_empty, scratch
 
@@ -486,6 +487,8 @@ def batch_screen(ah: np.ndarray, bh: np.ndarray, ch: np.ndarray, seed: int,
     non-finite statistic: the general path's own arithmetic decides)."""
     if _fastc is None or not fns:
         return None
+    if fns.get("ilp64") == 2:  # MKL's (torch's): the matrices on torch's threads, as the
+        _cblas.torch_pool()  # common call runs them (see _fastc.run_stage1_batch)
     nd = ah.ndim
     if nd < 3 or bh.ndim != nd or ch.ndim != nd:
         return None
