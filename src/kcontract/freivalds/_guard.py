@@ -33,10 +33,12 @@ from ._screen import ROW_RELIEF_MIN, Projection, b_rms, signs
 
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
 _SEED_MASK = 2 ** 62 - 1
+_STEP = _GOLDEN & _SEED_MASK  # (the same sequence, one addition a check)
 #: Deferred checks (``defer=True``) hold at most this many bytes of inputs and outputs;
 #: beyond it a product is checked at once.
 DEFER_BYTES = 64 << 20
 _TORCH = None  # torch, once a guard needs it (see _torch)
+_clock = time.perf_counter
 #: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name,
 #: the compiled check's ``half``)
 _LEAN: dict = {}
@@ -149,8 +151,7 @@ class Guard(contextlib.ContextDecorator):
         self.stats = GuardStats()
         self._last = None  # the last result, or what the lean linear check knows of it
         self._rng = np.random.default_rng(seed)
-        self._base = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
-        self._n = 0
+        self._seed_at = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
         self._bias: dict = {}
         self._seed = seed
         self._cache = _WeightCache()
@@ -304,7 +305,7 @@ class Guard(contextlib.ContextDecorator):
         ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
-        if self._sampled_out():
+        if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
             size = x.nbytes + out.nbytes
@@ -319,9 +320,9 @@ class Guard(contextlib.ContextDecorator):
     def _linear_now(self, x, weight, out, bias) -> None:
         """:meth:`check_linear` after sampling: the lean path, else :func:`verify`."""
         if self.cache_weights:
-            t0 = time.perf_counter()
+            t0 = _clock()
             if self._lean_linear(x, weight, out, bias):
-                dt = time.perf_counter() - t0
+                dt = _clock() - t0
                 st = self.stats
                 st.calls += 1
                 st.cache_hits += 1
@@ -340,17 +341,17 @@ class Guard(contextlib.ContextDecorator):
         True where every row clears the screen; False where this path does not apply or
         a row is beyond the screen (the caller then runs :func:`verify`, which decides and
         reports)."""
-        torch = _TORCH or _torch()
+        tensor = (_TORCH or _torch()).Tensor
         dt = x.dtype
         fmt = _LEAN.get(dt)
-        if fmt is None or type(x) is not torch.Tensor or type(out) is not torch.Tensor \
+        if fmt is None or type(x) is not tensor or type(out) is not tensor \
                 or out.dtype is not dt \
                 or not (x.is_cpu and out.is_cpu and x.is_contiguous() and out.is_contiguous()) \
                 or x.is_neg() or out.is_neg():  # (memory that is not the value)
             return False
-        # (each call into torch right after a product costs microseconds: the weight's
-        # dtype is read off the version its projection is valid for, the sizes off the
-        # shapes)
+        # (each step right after a product costs microseconds, from cold caches: the
+        # weight's dtype is read off the version its projection is valid for, the sizes off
+        # the shapes, what the check needs of the projection from one tuple made once)
         cache = self._cache
         ent = cache.entries.get((id(w), True, fmt[0]))
         if ent is None or ent[0]() is not w or _LINEAR is None:
@@ -359,33 +360,32 @@ class Guard(contextlib.ContextDecorator):
         if ver[4] is not dt or cache.version(w) != ver:
             return False
         proj = ent[2]
-        r, y = proj.cols.get("host32") or _core.host_parts(proj)
+        half = fmt[2]
+        parts = proj.cols.get("lean")
+        if parts is None:
+            parts = _lean_parts(proj, w, half)
+        if not parts:
+            return False
+        r, y, K, N, b2 = parts
         zoff = 0.0
         if bias is not None:
             zoff = self._bias_dot(bias, dt, r)
             if zoff is None:
                 return False
-        K, N = y.shape[0], r.shape[0]
         sx, so = x.shape, out.shape
-        if len(sx) != len(so) or sx[-1] != K or so[-1] != N or sx[:-1] != so[:-1] \
-                or K < 64 or N < 64:
-            return False
-        M = sx[0] if len(sx) == 2 else math.prod(sx[:-1])
+        if len(sx) == 2:
+            M = sx[0]
+            if len(so) != 2 or so[0] != M or sx[1] != K or so[1] != N:
+                return False
+        else:
+            if len(sx) != len(so) or sx[-1] != K or so[-1] != N or sx[:-1] != so[:-1]:
+                return False
+            M = math.prod(sx[:-1])
         if M == 0:
             return False
-        self._n += 1
-        seed = (self._base + self._n * _GOLDEN) & _SEED_MASK
+        seed = self._seed_at = (self._seed_at + _STEP) & _SEED_MASK
         # the compiled check reads x and out (contiguous CPU tensors of one format, checked
         # above) at their addresses: one call into torch each
-        half = fmt[2]
-        # float32: ||W_k||^2 per column, for the per-row second look where the screen does
-        # not clear (rows of unequal norms: an attention output's, a bias's)
-        b2 = None
-        if not half:
-            b2 = proj.cols.get("b2")
-            if b2 is None:  # ||B_k||^2 as the general path's row_noise computes it
-                b2 = proj.cols["b2"] = np.ascontiguousarray(
-                    _backend.ops_for(w).row_sq(w.detach().T, None), dtype=np.float32)
         ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, proj.b_rms, zoff,
                         seed, b2, ROW_RELIEF_MIN)
         if type(ratio) is tuple:  # the shape's first check: its plan, then the check
@@ -440,6 +440,23 @@ class Guard(contextlib.ContextDecorator):
                 self.stats.cache_hits += 1
             return proj
         return pre
+
+
+def _lean_parts(proj, w, half: int) -> tuple:
+    """What the lean linear check reads of a cached projection, made once and kept with it:
+    r and y = W^T r (float32 host arrays), K, N, and for float32 weights ||W_k||^2 per
+    column (the per-row second look's, as the general path's row_noise computes it; None
+    for 16-bit weights); an empty tuple where the check does not take the shape (K or N
+    below 64)."""
+    r, y = _core.host_parts(proj)
+    K, N = y.shape[0], r.shape[0]
+    parts = ()
+    if K >= 64 and N >= 64:
+        b2 = None if half else np.ascontiguousarray(
+            _backend.ops_for(w).row_sq(w.detach().T, None), dtype=np.float32)
+        parts = (r, y, K, N, b2)
+    proj.cols["lean"] = parts
+    return parts
 
 
 def _versions(x, w, out, bias) -> Optional[tuple]:
