@@ -194,6 +194,24 @@ def test_other_cases_go_through_verify(monkeypatch):
     assert g.checked == 4 and g.failed == 0 and len(seen) == 4
 
 
+@pytest.mark.parametrize("K, N", [(32, 256), (256, 48)])
+def test_a_layer_too_narrow_for_the_compiled_check_goes_through_verify_each_time(
+        monkeypatch, K, N):
+    """K or N below 64 (too short a sum for the screen's calibration from y = W^T r): every
+    check is verify's, honest products pass and a wrong element is still caught."""
+    seen = counting(monkeypatch)
+    x, w, b = layer(40, K, N, torch.float32, True, 7)
+    out = product(x, w, b)
+    g = Guard(seed=9, on_fail="log")
+    for _ in range(3):
+        g.check_linear(x, w, out, b)
+    assert g.checked == 3 and g.failed == 0 and len(seen) == 3
+    bad = out.clone()
+    bad[5, 7] += 1e-2 * bad.abs().max()
+    g.check_linear(x, w, bad, b)
+    assert g.failed == 1 and len(seen) == 4
+
+
 # ---------------------------------------------------------------------------
 # deferred checks (guard(defer=True))
 # ---------------------------------------------------------------------------
