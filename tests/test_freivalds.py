@@ -175,6 +175,22 @@ def test_corrupted_column_localised_by_left_projection(seed):
     assert len(res.suspect_elements) == 300
 
 
+@pytest.mark.parametrize("localize", [True, False])
+def test_screened_rows_left_unrecomputed_are_still_checked(localize):
+    """No row recomputed (max_rows=0) though the screen flagged some: they are checked
+    through the left projection's suspect columns (with or without localize), so a wrong
+    element there still fails the product, and an honest product passes."""
+    A, B = pair(300, 64, 100, seed=3)
+    C = A @ B
+    bad = C.copy()
+    bad[:40, 11] += np.float32(0.05)  # 40 rows screened, all in one column
+    for seed in range(4):
+        res = verify(A, B, bad, max_rows=0, seed=seed, localize=localize)
+        assert not res.passed and res.unexamined_rows >= 39
+        assert {j for (_, j) in res.suspect_elements} == {11}
+        assert verify(A, B, C, max_rows=0, seed=seed, localize=localize).passed
+
+
 def test_constant_row_offset_never_cancels():
     """A whole row shifted by a constant: sum_j r_j e must not vanish."""
     from kcontract.freivalds._core import rademacher

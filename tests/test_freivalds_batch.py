@@ -156,6 +156,21 @@ def test_the_batched_common_call_decides_as_the_general_path(lib, dt):
     assert screened > 0  # the hand-over was exercised
 
 
+@pytest.mark.parametrize("max_rows", [2 ** 70, -5, 0])
+def test_any_int_max_rows_is_taken_by_a_batch_as_by_the_general_path(max_rows):
+    """max_rows beyond a C size, negative or zero: the batch's verdict and screened rows
+    are the general path's (no overflow from the compiled call)."""
+    (a, b, c), _ = _attention(np.float32)
+    bad = c.copy()
+    bad[1, 2, 7, 3] += 1e-3 * float(np.abs(c).max())
+    for cc in (c, bad):
+        for seed in range(3):
+            r1 = verify(a, b, cc, seed=seed, max_rows=max_rows)
+            r2 = verify(a, b, cc, seed=seed, max_rows=max_rows, accumulate="float32")
+            assert r1.passed == r2.passed == (cc is c)
+            assert r1.screened_rows == r2.screened_rows
+
+
 def test_without_the_helper_the_same_verdicts_and_thresholds_close(monkeypatch):
     """Without the compiled helper the general path's numpy arithmetic decides (float32
     sums of squares, numpy's batched products): the same verdicts and suspects, thresholds

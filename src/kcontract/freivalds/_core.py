@@ -332,7 +332,8 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
-        res = _common(a, b, c, seed, max_rows if type(max_rows) is int else 0)
+        res = _common(a, b, c, seed,  # (max_rows clamped: the compiled call takes a C size)
+                      min(max(max_rows, 0), 1 << 30) if type(max_rows) is int else 0)
         if type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
@@ -1163,15 +1164,22 @@ def _verify(p: _Problem, res: FreivaldsResult, rounds, seed, pfa, max_rows, loca
                 for j in fix_cols:
                     fixes.append(((idx, i, int(j)), float(cstar[k, j])))
     res.ratio = worst
+    # screened rows beyond max_rows: where the recomputed ones failed, the left projection
+    # only localises more (with localize); where none did, it decides for them (a product
+    # never passes on rows it has not looked at)
+    if res.unexamined_rows and (localize or not res.suspect_rows):
+        _locate_more(p, res, flagged[max_rows:], units, L_e, seed, fixes)
     if res.suspect_rows:
         res.passed, res.reason = False, "corrupted"
         nonfinite = any(not np.isfinite(s.value) for s in res.suspects)
         if nonfinite:
             res.reason = "nonfinite"
-        if localize and res.unexamined_rows:
-            _locate_more(p, res, flagged[max_rows:], units, L_e, seed, fixes)
         res.message = (f"{len(res.suspects)} element(s) in {len(res.suspect_rows)} row(s) "
                        "exceed the rounding-error bound")
+    elif res.unexamined_rows:
+        res.message = (f"{len(flagged)} row(s) screened: {len(examine)} recomputed, all within "
+                       f"the element bounds; the other {res.unexamined_rows} checked through "
+                       "their suspect columns, all within them")
     else:
         res.message = (f"{len(flagged)} row(s) screened, all within the element bounds")
     if repair and fixes:

@@ -1352,8 +1352,10 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int rc = run_stage1(p->fn, p->ilp64, &A, &yv, &C, &rv, &yv, &p->bf[2], &p->bf[3],
                         &p->bf[4], 0, 0, i0, p->k, p->kmed, p->k9, p->rows, 1, zoff, half == 2,
                         (int)p->pool, st);
-    p->busy = 0;
+    /* (busy until the last read of the plan's buffers: a call into Python meanwhile can
+     * let another thread in) */
     if (rc < 0) {
+        p->busy = 0;
         Py_DECREF(cap);
         PyErr_NoMemory();
         goto done;
@@ -1377,10 +1379,12 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyBuffer_Release(&bv);
         }
         if (PyErr_Occurred()) {
+            p->busy = 0;
             Py_DECREF(cap);
             goto done;
         }
     }
+    p->busy = 0;
     if (!decided || !(ratio <= 1.0)) {
         out = Py_None;
         Py_INCREF(out);
@@ -2188,7 +2192,8 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     p->busy = 1;
     run_stage1_batch(p->fn, p->ilp64, A, B, C, ta, lda, tb, ldb, tc, ldc, items, M, K, N, seed,
                      0, r, y, z, w, d, tmp, i0, p->k, p->kmed, p->k9, st);
-    p->busy = 0;
+    /* (the plan's buffers st, d and y stay busy until done_cap: a call into Python while
+     * they are read can let another thread in) */
     /* batch_screen's arithmetic, matrix by matrix */
     PyObject *taus = PyTuple_New(items), *scales = PyTuple_New(items);
     if (taus == NULL || scales == NULL) {
@@ -2304,6 +2309,7 @@ static PyObject *common_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
                             (const char *)y, (Py_ssize_t)(items * K * item), rows);
     }
 done_cap:
+    p->busy = 0;
     Py_DECREF(cap);
 done:
     for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
