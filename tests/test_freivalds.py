@@ -566,3 +566,16 @@ def test_per_row_noise_leaves_homogeneous_rows_alone():
     p = _core._problem(A, B, A @ B, None, None)
     ratios = np.full((1, 256), 2.0)
     assert _screen.row_relief(p, ratios, _core._units(p)) is ratios  # rho < 1.5 everywhere
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 128, 1.5, "7"])
+def test_a_seed_outside_two_64_bit_words_is_a_usage_error(seed):
+    A, B = pair(80, 64, 70, seed=1)
+    with pytest.raises(UsageError, match=r"seed must be an integer in \[0, 2\*\*128\)"):
+        verify(A, B, A @ B, seed=seed)
+
+
+def test_the_largest_seed_is_taken():
+    A, B = pair(80, 64, 70, seed=1)
+    res = verify(A, B, A @ B, seed=2 ** 128 - 1)
+    assert res.passed and res.seed == 2 ** 128 - 1

@@ -399,3 +399,106 @@ def test_guard_checks_a_batched_linear_as_one_stacked_product(monkeypatch):
     with guard(on_fail="raise") as g:
         lin(x).sum().backward()
     assert g.checked >= 1 and g.failed == 0
+
+
+# ---------------------------------------------------------------------------
+# faulty kernels beneath the guard
+# ---------------------------------------------------------------------------
+
+class _Kernel(TorchFunctionMode):
+    """A faulty stack beneath the guard: rewrites what matmul and F.linear return, and
+    records every torch call that reaches it."""
+
+    def __init__(self, linear=None, matmul=None):
+        super().__init__()
+        self.linear, self.matmul, self.seen = linear, matmul, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        out = func(*args, **(kwargs or {}))
+        if func is torch.nn.functional.linear and self.linear:
+            return self.linear(out)
+        if func is torch.matmul and self.matmul:
+            return self.matmul(out)
+        return out
+
+
+@pytest.mark.parametrize("op, fault", [
+    ("linear", lambda o: o[:, :1]),  # a column where the product has N
+    ("linear", lambda o: o[:1]),  # a row: would broadcast over a bias
+    ("matmul", lambda o: o.reshape(-1)),  # the right values, flattened
+    ("matmul", lambda o: o.T.contiguous()),  # transposed
+])
+def test_an_output_without_the_products_shape_fails_the_check(op, fault):
+    x, w = t((5, 128), 3), t((96, 128), 4)
+    kernel = _Kernel(**{op: fault})
+    with pytest.raises(ProductCheckError, match=r"\(shape\)") as err:
+        with kernel:
+            with guard():
+                torch.nn.functional.linear(x, w) if op == "linear" else torch.matmul(x, w.T)
+    assert err.value.result.reason == "shape" and not err.value.result.passed
+    with kernel:  # counted as a failure where it does not raise
+        with guard(on_fail="log") as g:
+            torch.nn.functional.linear(x, w) if op == "linear" else torch.matmul(x, w.T)
+    assert g.failed == 1 and g.stats.errors == 0 and g.stats.skipped == 0
+
+
+def test_the_guards_own_torch_calls_reach_no_mode_beneath_it():
+    """Only the intercepted products reach a mode entered before the guard: the check's
+    own products and views do not (such a mode could refuse them, or change them)."""
+    a, b = t((3, 1, 96, 64), 5), t((4, 64, 96), 6)
+    x, w = t((40, 128), 7), t((96, 128), 8)
+    kernel = _Kernel(matmul=lambda o: o.index_put_((torch.tensor([2]),) * 4, o.new_ones(1)))
+    with pytest.raises(ProductCheckError):
+        with kernel:
+            with guard():
+                torch.nn.functional.linear(x, w)
+                torch.nn.functional.linear(x, w)  # (the cached weight projection's path)
+                torch.matmul(a, b)  # broadcast batch: the general path's calls
+    assert kernel.seen == [torch.nn.functional.linear] * 2 + [torch.matmul]
+
+
+def test_a_deferred_check_the_checker_cannot_make_is_counted_and_the_others_run(
+        monkeypatch):
+    from kcontract.freivalds import _guard
+
+    x, w = t((8, 96), 9), t((64, 96), 10)
+    bad = torch.nn.functional.linear(x, w)
+    bad[3, 5] += 1.0
+    real = _guard.Guard._linear_now
+    calls = []
+
+    def flaky(self, *args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a checker bug")
+        return real(self, *args)
+
+    monkeypatch.setattr(_guard.Guard, "_linear_now", flaky)
+    g = guard(defer=True, on_fail="log")
+    for out in (torch.nn.functional.linear(x, w), bad):
+        g.check_linear(x, w, out)
+    g.flush()  # no exception out of it: the error counted, the second check still made
+    assert len(calls) == 2 and g.stats.errors == 1 and g.failed == 1
+
+
+def test_a_tensor_subclass_cannot_show_the_check_other_values():
+    a, b = t((64, 80), 11), t((80, 96), 12)
+    good = a @ b
+
+    class Liar(torch.Tensor):
+        def detach(self):
+            return good
+
+        def numpy(self, *args, **kwargs):
+            return good.numpy()
+
+    assert not verify(a, b, (good + 1).as_subclass(Liar)).passed
+    assert verify(a, b, good.as_subclass(Liar)).passed
+    assert not verify(a.as_subclass(Liar), b, good + 1).passed
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "x"])
+def test_a_guards_bad_seed_is_a_usage_error(seed):
+    with pytest.raises(UsageError, match="seed must be None or a non-negative integer"):
+        guard(seed=seed)

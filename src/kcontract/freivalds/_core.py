@@ -78,7 +78,7 @@ class FreivaldsResult:
     """Outcome of :func:`verify`.  ``bool(result)`` is ``result.passed``."""
 
     passed: bool
-    reason: str  # verified | corrupted | nonfinite | empty | empty-sum
+    reason: str  # verified | corrupted | nonfinite | empty | empty-sum | shape (guard)
     suspect_rows: list  # (batch..., i) rows with failing elements
     suspects: list  # Suspect elements (capped by the rows examined)
     threshold: np.ndarray  # stage-1 threshold on |d_i|, one per matrix (batch shape)
@@ -341,6 +341,8 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         # screen where the call hands it over, else the same seed's check again)
         if res is not None:
             seed, handed = res
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray:
+        a, b, c, bias = _plain(a), _plain(b), _plain(c), _plain(bias)
     if type(rounds) is not int or type(groups) is not int or rounds < 1 or groups < 1 \
             or type(false_alarm) is not float or not 0.0 < false_alarm < 1.0 \
             or repair is not False or bound != "probabilistic":
@@ -350,7 +352,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         scr = handed
     elif rounds == 1 and groups == 1 and bound == "probabilistic" \
             and accumulate is None and output_format is None and (seed is None or (
-                type(seed) is int and seed >= 0)):
+                type(seed) is int and 0 <= seed < _SEED_END)):
         seed = fresh_seed() if seed is None else seed
         res = _fast(a, b, c, seed, pfa, bias, _pre)
         if type(res) is FreivaldsResult:
@@ -367,8 +369,8 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     p.deterministic = bound == "deterministic"
     if seed is None:
         seed = fresh_seed()
-    elif not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+    elif not isinstance(seed, (int, np.integer)) or not 0 <= seed < _SEED_END:
+        raise UsageError(f"seed must be an integer in [0, 2**128), got {seed!r}")
     else:
         seed = int(seed)
     res = FreivaldsResult(
@@ -393,6 +395,18 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     return res
 
 
+def _plain(x):
+    """A torch tensor of a subclass as the plain tensor of its memory: the check then
+    calls no method of the subclass, which could show it other values than the ones
+    stored (a plain tensor, an array or anything else: as it is)."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(x) is torch.Tensor or not isinstance(x, torch.Tensor):
+        return x
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(x, torch.Tensor)
+
+
+_SEED_END = 1 << 128  # seeds are two 64-bit words
 _ZERO = np.zeros(())
 _ZERO.flags.writeable = False
 _clock = time.perf_counter

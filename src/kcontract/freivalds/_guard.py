@@ -150,6 +150,8 @@ class Guard(contextlib.ContextDecorator):
         self._pending_bytes = 0
         self.stats = GuardStats()
         self._last = None  # the last result, or what the lean linear check knows of it
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise UsageError(f"seed must be None or a non-negative integer, got {seed!r}")
         self._rng = np.random.default_rng(seed)
         self._seed_at = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
         self._bias: dict = {}
@@ -211,8 +213,15 @@ class Guard(contextlib.ContextDecorator):
         operands, output, weight or bias changed in place since it was made is skipped
         (counted in ``stats.skipped``): its output is no longer the product.  Failures are
         handled by ``on_fail``; with ``"raise"`` every deferred check still runs and the
-        first failure is raised at the end."""
+        first failure is raised at the end.  A check the checker cannot make is counted in
+        ``stats.errors`` (``stats.skipped`` for operands it does not take), as at once."""
         pending, self._pending, self._pending_bytes = self._pending, [], 0
+        if not pending:
+            return
+        with (_TORCH or _torch())._C.DisableTorchFunction():  # (as the mode's checks)
+            self._flush(pending)
+
+    def _flush(self, pending) -> None:
         first = None
         for x, w, out, bias, ver in pending:
             if ver != _versions(x, w, out, bias):
@@ -224,6 +233,12 @@ class Guard(contextlib.ContextDecorator):
             except ProductCheckError as exc:
                 if first is None:
                     first = exc
+            except UsageError:  # (as for a product checked at once: not one to judge)
+                self.stats.skipped += 1
+            except Exception as exc:  # a checker error: counted, the other checks still run
+                self.stats.errors += 1
+                self.logger.warning("kcontract.freivalds guard could not check a deferred "
+                                    "linear product: %r", exc)
         if first is not None:
             raise first
 
@@ -286,18 +301,37 @@ class Guard(contextlib.ContextDecorator):
         self._count(name, dt, bool(res.screened_rows))
         self.last_result = res
         if not res.passed:
-            st.failed += 1
             where = ", ".join(str(s.index) for s in res.suspects[:5])
-            msg = (f"{name}: product failed verification ({res.reason}); {len(res.suspects)} "
-                   f"suspect element(s){': ' + where if where else ''}")
-            st.failures.append((name, msg))
-            del st.failures[:-100]
-            if self.on_fail == "raise":
-                raise ProductCheckError(msg, res)
-            if self.on_fail == "warn":
-                warnings.warn(msg, ProductCheckWarning, stacklevel=4)
-            else:
-                self.logger.error(msg)
+            self._fail(name, res, f"{name}: product failed verification ({res.reason}); "
+                                  f"{len(res.suspects)} suspect element(s)"
+                                  f"{': ' + where if where else ''}")
+
+    def _fail(self, name: str, res: FreivaldsResult, msg: str) -> None:
+        """A failed check: counted, kept, and handled by ``on_fail``."""
+        st = self.stats
+        st.failed += 1
+        st.failures.append((name, msg))
+        del st.failures[:-100]
+        if self.on_fail == "raise":
+            raise ProductCheckError(msg, res)
+        if self.on_fail == "warn":
+            warnings.warn(msg, ProductCheckWarning, stacklevel=5)
+        else:
+            self.logger.error(msg)
+
+    def _wrong_shape(self, name: str, got: tuple, want: tuple) -> None:
+        """An intercepted product whose output does not have the product's shape: a
+        failure (the output is not the product, whatever its values), not a checker
+        error."""
+        self.stats.calls += 1
+        self._count(name, 0.0, False)
+        res = FreivaldsResult(passed=False, reason="shape", suspect_rows=[], suspects=[],
+                              threshold=np.zeros(()), ratio=math.inf, false_alarm=0.0,
+                              screen_ratio=math.inf,
+                              message=f"output of shape {got}, the product's is {want}")
+        self.last_result = res
+        self._fail(name, res, f"{name}: product failed verification (shape): output of "
+                              f"shape {got}, the product's is {want}")
 
     def check_linear(self, x, weight, out, bias=None) -> None:
         """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as the guard
@@ -329,6 +363,9 @@ class Guard(contextlib.ContextDecorator):
                 st.seconds += dt
                 self._count("linear", dt, False)
                 return
+        want = tuple(x.shape[:-1]) + (weight.shape[0],)
+        if tuple(out.shape) != want:
+            return self._wrong_shape("linear", tuple(out.shape), want)
         a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
         self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True)
 
@@ -495,10 +532,16 @@ def _make_mode(g: Guard):
     rmat = {torch.Tensor.__rmatmul__}
     linear = {F.linear}
 
+    off = torch._C.DisableTorchFunction
+
     class _Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
+            with off():  # (the check's own torch calls reach no mode entered before it)
+                return self._checked(func, args, kwargs, out)
+
+        def _checked(self, func, args, kwargs, out):
             try:
                 if func in plain or func in rmat:
                     if func in rmat:
@@ -507,7 +550,11 @@ def _make_mode(g: Guard):
                         a = args[0] if args else kwargs.get("input")
                         b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
                     if _tensors(a, b, out) and not g._sampled_out():
-                        a2, b2, c2 = _as_matrices(a, b, out)
+                        try:
+                            a2, b2, c2 = _as_matrices(a, b, out)
+                        except _WrongShape as e:
+                            g._wrong_shape(plain.get(func, "matmul"), *e.args)
+                            return out
                         if b2.dim() == 2:
                             a2, b2, c2 = _flat(a2, b2, c2)
                         param = b if _is_fixed(b) and b.dim() == 2 else None
@@ -545,21 +592,35 @@ def _is_fixed(t) -> bool:
                                                   and t.grad_fn is None and t.dim() == 2)
 
 
+class _WrongShape(Exception):
+    """An intercepted product's output without the product's shape: (got, want)."""
+
+
 def _as_matrices(a, b, out):
     """1-D operands of matmul as 1 x K / K x 1 matrices, the output reshaped to
-    the (batch..., M, N) of the matrix product."""
+    the (batch..., M, N) of the matrix product.  Raises _WrongShape where the output's
+    shape is not the one matmul gives (the 1-D operands' dimensions dropped)."""
     import torch
 
-    if a.dim() == 1:
+    a1, b1 = a.dim() == 1, b.dim() == 1
+    if a1:
         a = a.unsqueeze(0)
-    if b.dim() == 1:
+    if b1:
         b = b.unsqueeze(-1)
     sa, sb = a.shape, b.shape
     ba, bb = sa[:-2], sb[:-2]
     # (the common cases without torch.broadcast_shapes, a Python function of some cost)
-    batch = ba if ba == bb or not bb else bb if not ba else torch.broadcast_shapes(ba, bb)
+    try:
+        batch = ba if ba == bb or not bb else bb if not ba else torch.broadcast_shapes(ba, bb)
+    except RuntimeError:  # (operands matmul itself refuses: not a product to judge)
+        raise UsageError(f"operands of shapes {tuple(sa)} and {tuple(sb)} do not broadcast")
     shape = tuple(batch) + (sa[-2], sb[-1])
-    return a, b, out if out.shape == shape else out.reshape(shape)
+    if out.shape == shape:
+        return a, b, out
+    want = tuple(batch) + (() if a1 else (sa[-2],)) + (() if b1 else (sb[-1],))
+    if tuple(out.shape) != want:
+        raise _WrongShape(tuple(out.shape), want)
+    return a, b, out.reshape(shape)
 
 
 def _flat(a, b, c):
