@@ -317,3 +317,59 @@ def test_an_inference_tensor_bias_goes_through_verify():
     bad[0, 0] += 1.0
     with pytest.raises(ProductCheckError):
         g.check_linear(x, w, bad, b)
+
+
+def _swap_that_cancels(g, x, w, out):
+    """out with two columns swapped whose signs in the guard's cached projection agree
+    (their swap leaves C r as it was, up to the order of the sum)."""
+    r = next(iter(g._cache.entries.values()))[2].r
+    j = 1 + int(np.flatnonzero(r[1:] == r[0])[0])
+    bad = out.clone()
+    bad[:, [0, j]] = out[:, [j, 0]]
+    return bad
+
+
+@pytest.mark.parametrize("refresh", [None, 4])
+def test_signs_are_drawn_anew_so_a_cancelling_fault_is_not_missed_for_good(refresh):
+    """A fault that cancels under one draw of signs (two swapped columns of equal sign)
+    passes every check while the guard keeps its signs, and is caught once it draws new
+    ones (every `refresh` checks from cached projections)."""
+    x, w, _ = layer(32, 128, 96, torch.float32, False, 5)
+    out = product(x, w, None)
+    g = Guard(seed=3, on_fail="log", refresh=refresh)
+    g.check_linear(x, w, out)  # fills the cache
+    bad = _swap_that_cancels(g, x, w, out)
+    r0 = next(iter(g._cache.entries.values()))[2].r.copy()
+    for _ in range(40):
+        g.check_linear(x, w, bad)
+    if refresh is None:
+        assert g.failed == 0  # the same signs for the guard's life: never seen
+        assert np.array_equal(next(iter(g._cache.entries.values()))[2].r, r0)
+    else:
+        assert 0 < g.failed < 40 and g.stats.errors == 0
+    g2 = Guard(seed=3, on_fail="log", refresh=refresh)
+    for _ in range(41):
+        g2.check_linear(x, w, out)
+    assert g2.failed == 0 and g2.checked == 41  # honest products pass across the draws
+
+
+@pytest.mark.parametrize("refresh", [0, -1, 2.5, True])
+def test_a_bad_refresh_is_a_usage_error(refresh):
+    from kcontract.errors import UsageError
+
+    with pytest.raises(UsageError, match="refresh must be None or a positive integer"):
+        Guard(refresh=refresh)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_honest_products_with_a_bias_pass_across_draws_of_the_signs(monkeypatch, dtype):
+    """After each draw the weight's projection and the bias's b . r are made anew once
+    (through verify), and the checks after it take the compiled path again."""
+    x, w, b = layer(24, 128, 96, dtype, True, 6)
+    out = product(x, w, b)
+    seen = counting(monkeypatch)
+    g = Guard(seed=4, on_fail="log", refresh=3)
+    for _ in range(20):
+        g.check_linear(x, w, out, b)
+    assert g.failed == 0 and g.checked == 20 and g.stats.cache_hits == 15
+    assert len(seen) == 5  # the first check and one after each of the 4 draws

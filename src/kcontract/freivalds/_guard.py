@@ -34,6 +34,9 @@ from ._screen import ROW_RELIEF_MIN, Projection, b_rms, signs
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
 _SEED_MASK = 2 ** 62 - 1
 _STEP = _GOLDEN & _SEED_MASK  # (the same sequence, one addition a check)
+#: Checks from cached weight projections between two draws of a guard's signs (its
+#: projections are then made anew with fresh signs at their next use).
+REFRESH = 4096
 #: Deferred checks (``defer=True``) hold at most this many bytes of inputs and outputs;
 #: beyond it a product is checked at once.
 DEFER_BYTES = 64 << 20
@@ -129,7 +132,7 @@ class Guard(contextlib.ContextDecorator):
                  false_alarm: float = DEFAULT_FALSE_ALARM, max_rows: int = 8,
                  cache_weights: bool = True, bound: str = "probabilistic",
                  logger: Optional[logging.Logger] = None, defer: bool = False,
-                 defer_bytes: int = DEFER_BYTES):
+                 defer_bytes: int = DEFER_BYTES, refresh: Optional[int] = REFRESH):
         if on_fail not in ON_FAIL:
             raise UsageError(f"on_fail must be one of {ON_FAIL}, got {on_fail!r}")
         if not (0.0 <= float(sample) <= 1.0):
@@ -143,6 +146,12 @@ class Guard(contextlib.ContextDecorator):
         if bound not in ("probabilistic", "deterministic"):
             raise UsageError(f"bound must be 'probabilistic' or 'deterministic', got {bound!r}")
         self.bound = bound
+        if refresh is not None and (isinstance(refresh, bool) or not isinstance(
+                refresh, (int, np.integer)) or refresh < 1):
+            raise UsageError(f"refresh must be None or a positive integer, got {refresh!r}")
+        self.refresh = None if refresh is None else int(refresh)
+        # the cache hits after which the signs are drawn anew (None: never)
+        self._refresh_at = self.refresh
         self.logger = logger or LOG
         self.defer = bool(defer)
         self.defer_bytes = int(defer_bytes)
@@ -241,6 +250,18 @@ class Guard(contextlib.ContextDecorator):
                                     "linear product: %r", exc)
         if first is not None:
             raise first
+
+    def _new_signs(self) -> None:
+        """Fresh signs for every cached projection, drawn from the guard's generator: the
+        projections (and the biases' b . r) are made anew at their next use.  So a fault
+        that cancels out of the residual under one draw of signs (several wrong elements
+        of a row, two swapped columns) does not cancel for the guard's whole life, and the
+        outcomes of its checks do not tell one draw for long."""
+        with self._cache.lock:
+            self._cache.entries.clear()
+        self._r.clear()
+        self._bias.clear()
+        self._refresh_at = self.stats.cache_hits + self.refresh
 
     # ------------------------------------------------------------------
     def _signs(self, N: int, dtype) -> np.ndarray:
@@ -360,6 +381,8 @@ class Guard(contextlib.ContextDecorator):
                 st = self.stats
                 st.calls += 1
                 st.cache_hits += 1
+                if st.cache_hits == self._refresh_at:
+                    self._new_signs()
                 st.seconds += dt
                 self._count("linear", dt, False)
                 return
@@ -475,6 +498,8 @@ class Guard(contextlib.ContextDecorator):
             proj, hit = cache.get(weight, transposed, p.N, cdtype, compute)
             if hit:
                 self.stats.cache_hits += 1
+                if self.stats.cache_hits == self._refresh_at:
+                    self._new_signs()  # (after this check, which has its projection)
             return proj
         return pre
 
@@ -646,7 +671,8 @@ def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     decode step's small products then cost their checks without the per-call overhead
     right after each product; a product changed in place before the check is skipped;
     at most ``defer_bytes`` of inputs and outputs are held, beyond that a product is
-    checked at once).  ``guard.stats`` counts calls, checked, failed, skipped and the
-    seconds spent checking.
+    checked at once), ``refresh`` (checks from cached weight projections between two
+    draws of the signs, default 4096; None: one draw for the guard's life).
+    ``guard.stats`` counts calls, checked, failed, skipped and the seconds spent checking.
     """
     return Guard(sample, on_fail, **kwargs)
