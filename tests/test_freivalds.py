@@ -579,3 +579,21 @@ def test_the_largest_seed_is_taken():
     A, B = pair(80, 64, 70, seed=1)
     res = verify(A, B, A @ B, seed=2 ** 128 - 1)
     assert res.passed and res.seed == 2 ** 128 - 1
+
+
+@pytest.mark.parametrize("N", [2, 4, 8, 15])
+def test_a_narrow_product_has_a_residual_per_column_so_no_row_fault_cancels(N):
+    """Below 16 columns: a whole row offset by a constant, or two elements of a row off by
+    the same amount, would cancel under about half of all sign vectors in one residual;
+    with one residual per column they are caught under every seed."""
+    A, B = pair(200, 96, N, seed=N)
+    C = A @ B
+    offset, pair_off = C.copy(), C.copy()
+    offset[7] += np.float32(0.05 * np.abs(C).max())
+    pair_off[9, :2] += np.float32(1.0)
+    for seed in range(16):
+        assert verify(A, B, C, seed=seed).passed
+        for bad in (offset, pair_off):
+            res = verify(A, B, bad, seed=seed)
+            assert not res.passed and res.groups == N
+    assert verify(A, B, C).groups == N and verify(A, B, C, groups=2).groups == 2

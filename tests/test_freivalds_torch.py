@@ -502,3 +502,16 @@ def test_a_tensor_subclass_cannot_show_the_check_other_values():
 def test_a_guards_bad_seed_is_a_usage_error(seed):
     with pytest.raises(UsageError, match="seed must be None or a non-negative integer"):
         guard(seed=seed)
+
+
+def test_the_guard_checks_a_narrow_head_column_by_column():
+    """A linear layer of 4 outputs (a classifier's head): not cached, one residual per
+    column, so two wrong elements of a row that would cancel are caught every time."""
+    x, w = t((64, 128), 13), t((4, 128), 14)
+    kernel = _Kernel(linear=lambda o: o + torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    for seed in range(8):
+        with kernel:
+            with guard(seed=seed, on_fail="log") as g:
+                for _ in range(3):
+                    torch.nn.functional.linear(x, w)
+        assert g.failed == 3 and g.last_result.groups == 4

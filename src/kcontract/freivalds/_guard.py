@@ -300,7 +300,8 @@ class Guard(contextlib.ContextDecorator):
         t0 = time.perf_counter()
         try:
             pre = None
-            if self.cache_weights and weight is not None and b.dim() == 2:
+            if self.cache_weights and weight is not None and b.dim() == 2 \
+                    and b.shape[-1] >= _core.NARROW:  # (narrow: a residual per column)
                 pre = self._pre_for(weight, transposed)
             seed = int(self._rng.integers(0, 2 ** 62))
             res = verify(a, b, c, accumulate=self.accumulate, false_alarm=self.false_alarm,
