@@ -515,3 +515,19 @@ def test_the_guard_checks_a_narrow_head_column_by_column():
                 for _ in range(3):
                     torch.nn.functional.linear(x, w)
         assert g.failed == 3 and g.last_result.groups == 4
+
+
+def test_operands_near_float32s_limit_raise_no_numpy_warnings():
+    """Overflow of the float32 check's own sums is detected and redone in float64: the
+    user sees a verdict, not numpy's overflow warnings."""
+    a, b = t((128, 128), 15) * 1e18, t((128, 128), 16) * 1e18
+    c = a @ b
+    bad = c.clone()
+    bad[5, 6] *= 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert verify(a, b, c).passed and not verify(a, b, bad).passed
+        with guard(on_fail="log") as g:
+            for _ in range(2):
+                torch.nn.functional.linear(a, b.T.contiguous())
+    assert g.checked == 2 and g.failed == 0 and g.stats.errors == 0

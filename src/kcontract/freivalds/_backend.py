@@ -297,7 +297,8 @@ class NumpyOps:
         sub = X if rows is None else X[rows] if X.ndim == 2 else X[..., rows, :]
         if sub.dtype != np.float32 and sub.dtype != np.float64:
             sub = sub.astype(np.float32)
-        sq = np.vecdot(sub, sub)
+        with np.errstate(over="ignore"):  # (float32 overflow: redone in float64 below)
+            sq = np.vecdot(sub, sub)
         if sq.dtype == np.float32 and not math.isfinite(float(sq.max(initial=0.0))):
             sub = sub.astype(np.float64)
             sq = np.vecdot(sub, sub)
