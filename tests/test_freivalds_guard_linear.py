@@ -373,3 +373,29 @@ def test_honest_products_with_a_bias_pass_across_draws_of_the_signs(monkeypatch,
         g.check_linear(x, w, out, b)
     assert g.failed == 0 and g.checked == 20 and g.stats.cache_hits == 15
     assert len(seen) == 5  # the first check and one after each of the 4 draws
+
+
+@pytest.mark.parametrize("write", ["data", "numpy", "data swap"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_weight_written_behind_its_version_counter_gets_a_new_projection(write, dtype):
+    """Writes through .data or a numpy view keep the version counter: the sampled
+    elements' bytes show them, so the product with the old weight fails and the product
+    with the new one passes (an honest training step that updates .data)."""
+    x, w, _ = layer(32, 256, 128, dtype, False, 8)
+    old = w.detach().clone()
+    g = Guard(seed=5, on_fail="log")
+    g.check_linear(x, w, product(x, w, None))
+    g.check_linear(x, w, product(x, w, None))  # (the compiled path, from the cache)
+    version = w._version
+    if write == "data":
+        w.data.mul_(1.5)
+    elif write == "numpy":
+        w.data.view(torch.int16).numpy()[:] = (w.detach() * 1.5).view(torch.int16).numpy()
+    else:
+        w.data = w.data * 1.5
+    assert w._version == version and not torch.equal(w.detach(), old)
+    g.check_linear(x, w, product(x, old, None))  # a kernel that kept the old weight
+    assert g.failed == 1
+    g.check_linear(x, w, product(x, w, None))
+    g.check_linear(x, w, product(x, w, None))
+    assert g.failed == 1 and g.checked == 5

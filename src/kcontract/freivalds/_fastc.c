@@ -1597,6 +1597,37 @@ static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize
 /* batches whose matrices ran on the registered pool (see run_stage1_batch) */
 static unsigned long long pool_batches;
 
+/* peek(address, offsets, itemsize) -> bytes: the itemsize bytes at address + offsets[i]
+ * for each int64 offset (a few sampled elements of a CPU tensor whose address, shape and
+ * strides the caller has checked: the guard's fingerprint of a cached weight's values) */
+static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "peek(address, offsets, itemsize)");
+        return NULL;
+    }
+    uintptr_t base = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    Py_ssize_t item = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer ob;
+    if (get(args[1], &ob, 0) < 0) return NULL;
+    PyObject *out = NULL;
+    if (base == 0 || item < 1 || item > 16 || ob.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "peek: a null address, a bad item size or offsets "
+                                          "that are not int64");
+    } else {
+        Py_ssize_t n = ob.len / 8;
+        out = PyBytes_FromStringAndSize(NULL, n * item);
+        if (out != NULL) {
+            char *dst = PyBytes_AS_STRING(out);
+            const int64_t *off = ob.buf;
+            for (Py_ssize_t i = 0; i < n; i++)
+                memcpy(dst + i * item, (const char *)base + off[i], (size_t)item);
+        }
+    }
+    PyBuffer_Release(&ob);
+    return out;
+}
+
 static PyObject *pool_batches_py(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&pool_batches, __ATOMIC_RELAXED));
 }
@@ -2348,6 +2379,8 @@ static PyMethodDef methods[] = {
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
      "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
      "and MKL's batches may run on"},
+    {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
+     "peek(address, offsets, itemsize) -> the bytes of the elements at those offsets"},
     {"pool_batches", pool_batches_py, METH_NOARGS,
      "pool_batches() -> how many batches' matrices ran on the registered pool"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,

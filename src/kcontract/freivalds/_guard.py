@@ -90,13 +90,43 @@ class GuardStats:
         return d
 
 
-class _WeightCache:
-    """B r for fixed right operands, keyed on the tensor object and its version."""
+#: sampled elements of a cached CPU weight whose bytes must still be the same at each use
+#: of its projection (writes through ``.data`` or a numpy view keep the version counter)
+PRINT_ELEMENTS = 8
+_PEEK = getattr(_core._fastc, "peek", None)
 
-    def __init__(self, size: int = CACHE_SIZE):
+
+def _print_of(src, ver, rng) -> Optional[tuple]:
+    """The fingerprint of a CPU tensor's values: (byte offsets of PRINT_ELEMENTS sampled
+    elements from its address, item size, their bytes now); None off the CPU, for an
+    empty tensor or without the compiled helper."""
+    if _PEEK is None or not src.is_cpu or src.numel() == 0:
+        return None
+    shape, stride = tuple(ver[2]), tuple(ver[3])
+    flat = rng.integers(0, src.numel(), PRINT_ELEMENTS)
+    off = np.zeros(PRINT_ELEMENTS, dtype=np.int64)
+    for i, st in zip(np.unravel_index(flat, shape), stride):
+        off += i.astype(np.int64) * st
+    item = src.element_size()
+    off *= item
+    return off, item, _PEEK(ver[1], off, item)
+
+
+class _WeightCache:
+    """B r for fixed right operands, keyed on the tensor object and its version, and for
+    CPU tensors a fingerprint of sampled elements' bytes (see :func:`_print_of`)."""
+
+    def __init__(self, size: int = CACHE_SIZE, seed: Optional[int] = None):
         self.size = size
         self.entries: dict = {}
         self.lock = threading.Lock()
+        self.rng = np.random.default_rng(None if seed is None else [int(seed), 1])
+
+    @staticmethod
+    def same_values(ent, ver) -> bool:
+        """Whether an entry's fingerprint still holds (its tensor at the version ver)."""
+        fp = ent[3]
+        return fp is None or _PEEK(ver[1], fp[0], fp[1]) == fp[2]
 
     @staticmethod
     def version(src):
@@ -114,13 +144,15 @@ class _WeightCache:
             return compute(), False
         with self.lock:
             ent = self.entries.get(key)
-            if ent is not None and ent[0]() is src and ent[1] == ver:
+            if ent is not None and ent[0]() is src and ent[1] == ver \
+                    and self.same_values(ent, ver):
                 return ent[2], True
+            fp = _print_of(src, ver, self.rng)  # (the values the projection is made of)
         val = compute()
         with self.lock:
             if len(self.entries) >= self.size:
                 self.entries.pop(next(iter(self.entries)))
-            self.entries[key] = (weakref.ref(src), ver, val)
+            self.entries[key] = (weakref.ref(src), ver, val, fp)
         return val, False
 
 
@@ -165,7 +197,7 @@ class Guard(contextlib.ContextDecorator):
         self._seed_at = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
         self._bias: dict = {}
         self._seed = seed
-        self._cache = _WeightCache()
+        self._cache = _WeightCache(seed=seed)
         self._modes: list = []
         self._r: dict = {}
 
@@ -418,7 +450,7 @@ class Guard(contextlib.ContextDecorator):
         if ent is None or ent[0]() is not w or _LINEAR is None:
             return False
         ver = ent[1]
-        if ver[4] is not dt or cache.version(w) != ver:
+        if ver[4] is not dt or cache.version(w) != ver or not cache.same_values(ent, ver):
             return False
         proj = ent[2]
         half = fmt[2]
