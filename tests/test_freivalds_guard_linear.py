@@ -399,3 +399,15 @@ def test_a_weight_written_behind_its_version_counter_gets_a_new_projection(write
     g.check_linear(x, w, product(x, w, None))
     g.check_linear(x, w, product(x, w, None))
     assert g.failed == 1 and g.checked == 5
+
+
+def test_a_bias_written_through_data_is_not_checked_with_its_old_product():
+    x, w, b = layer(32, 256, 128, torch.float32, True, 9)
+    old = b.detach().clone()
+    g = Guard(seed=6, on_fail="log")
+    for _ in range(2):
+        g.check_linear(x, w, product(x, w, b), b)
+    b.data.add_(0.5)
+    g.check_linear(x, w, product(x, w, old), b)  # a kernel that kept the old bias
+    g.check_linear(x, w, product(x, w, b), b)
+    assert g.failed == 1 and g.checked == 4

@@ -494,7 +494,8 @@ class Guard(contextlib.ContextDecorator):
 
     def _bias_dot(self, bias, dt, r):
         """b . r for a bias (as the common call computes it), cached on the tensor, its
-        version and memory; None where this path does not take it."""
+        version, memory and sampled elements' bytes; None where this path does not take
+        it."""
         torch = _TORCH or _torch()
         if type(bias) is not torch.Tensor and not isinstance(bias, torch.Tensor):
             return None
@@ -503,17 +504,20 @@ class Guard(contextlib.ContextDecorator):
         except RuntimeError:  # an inference tensor: no version counter to cache it by
             return None
         hit = self._bias.get(id(bias))
-        if hit is not None and hit[0] == key and hit[1]() is bias:
+        if hit is not None and hit[0] == key and hit[1]() is bias \
+                and self._cache.same_values(hit, (None, key[2])):
             return hit[2]
         b = bias.detach()
         if type(b) is not torch.Tensor or b.dtype is not dt or b.device.type != "cpu" \
                 or tuple(b.shape) != (r.shape[0],):
             return None
+        # (as a weight's projection: the bytes of sampled elements, for writes through .data)
+        fp = _print_of(b, (None, key[2], b.shape, b.stride()), self._cache.rng)
         ops = _backend.ops_for(b)
         val = float(ops.take(b, ()) @ r)
         if len(self._bias) >= CACHE_SIZE:
             self._bias.pop(next(iter(self._bias)))
-        self._bias[id(bias)] = (key, weakref.ref(bias), val)
+        self._bias[id(bias)] = (key, weakref.ref(bias), val, fp)
         return val
 
     def _pre_for(self, weight, transposed):
