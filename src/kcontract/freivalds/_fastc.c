@@ -1597,34 +1597,45 @@ static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize
 /* batches whose matrices ran on the registered pool (see run_stage1_batch) */
 static unsigned long long pool_batches;
 
-/* peek(address, offsets, itemsize) -> bytes: the itemsize bytes at address + offsets[i]
- * for each int64 offset (a few sampled elements of a CPU tensor whose address, shape and
- * strides the caller has checked: the guard's fingerprint of a cached weight's values) */
+/* peek(address, offsets, itemsize[, expected]) -> bytes, or whether they equal expected:
+ * the itemsize bytes at address + offsets[i] for each native int64 in the bytes object
+ * offsets (a few sampled elements of a CPU tensor whose address, shape and strides the
+ * caller has checked: the guard's fingerprint of a cached weight's values) */
 static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "peek(address, offsets, itemsize)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "peek(address, offsets, itemsize[, expected])");
         return NULL;
     }
     uintptr_t base = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
     Py_ssize_t item = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
-    Py_buffer ob;
-    if (get(args[1], &ob, 0) < 0) return NULL;
-    PyObject *out = NULL;
-    if (base == 0 || item < 1 || item > 16 || ob.itemsize != 8) {
-        PyErr_SetString(PyExc_ValueError, "peek: a null address, a bad item size or offsets "
-                                          "that are not int64");
-    } else {
-        Py_ssize_t n = ob.len / 8;
-        out = PyBytes_FromStringAndSize(NULL, n * item);
-        if (out != NULL) {
-            char *dst = PyBytes_AS_STRING(out);
-            const int64_t *off = ob.buf;
-            for (Py_ssize_t i = 0; i < n; i++)
-                memcpy(dst + i * item, (const char *)base + off[i], (size_t)item);
-        }
+    if (base == 0 || item < 1 || item > 16 || !PyBytes_Check(args[1])
+        || PyBytes_GET_SIZE(args[1]) % 8
+        || (nargs == 4 && (!PyBytes_Check(args[3]) || PyBytes_GET_SIZE(args[3])
+                           != PyBytes_GET_SIZE(args[1]) / 8 * item))) {
+        PyErr_SetString(PyExc_ValueError, "peek: a null address, a bad item size, or "
+                                          "offsets / expected bytes of the wrong size");
+        return NULL;
     }
-    PyBuffer_Release(&ob);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[1]) / 8;
+    const char *ob = PyBytes_AS_STRING(args[1]);
+    if (nargs == 4) {
+        const char *want = PyBytes_AS_STRING(args[3]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t off;
+            memcpy(&off, ob + 8 * i, 8);
+            if (memcmp((const char *)base + off, want + i * item, (size_t)item)) Py_RETURN_FALSE;
+        }
+        Py_RETURN_TRUE;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * item);
+    if (out == NULL) return NULL;
+    char *dst = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t off;
+        memcpy(&off, ob + 8 * i, 8);
+        memcpy(dst + i * item, (const char *)base + off, (size_t)item);
+    }
     return out;
 }
 
@@ -2380,7 +2391,8 @@ static PyMethodDef methods[] = {
      "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
      "and MKL's batches may run on"},
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
-     "peek(address, offsets, itemsize) -> the bytes of the elements at those offsets"},
+     "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
+     "or whether they are the expected ones"},
     {"pool_batches", pool_batches_py, METH_NOARGS,
      "pool_batches() -> how many batches' matrices ran on the registered pool"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,

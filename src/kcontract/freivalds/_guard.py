@@ -97,9 +97,9 @@ _PEEK = getattr(_core._fastc, "peek", None)
 
 
 def _print_of(src, ver, rng) -> Optional[tuple]:
-    """The fingerprint of a CPU tensor's values: (byte offsets of PRINT_ELEMENTS sampled
-    elements from its address, item size, their bytes now); None off the CPU, for an
-    empty tensor or without the compiled helper."""
+    """The fingerprint of a CPU tensor's values: (the byte offsets of PRINT_ELEMENTS
+    sampled elements from its address as native int64 bytes, the item size, their bytes
+    now); None off the CPU, for an empty tensor or without the compiled helper."""
     if _PEEK is None or not src.is_cpu or src.numel() == 0:
         return None
     shape, stride = tuple(ver[2]), tuple(ver[3])
@@ -108,7 +108,7 @@ def _print_of(src, ver, rng) -> Optional[tuple]:
     for i, st in zip(np.unravel_index(flat, shape), stride):
         off += i.astype(np.int64) * st
     item = src.element_size()
-    off *= item
+    off = (off * item).tobytes()
     return off, item, _PEEK(ver[1], off, item)
 
 
@@ -126,7 +126,7 @@ class _WeightCache:
     def same_values(ent, ver) -> bool:
         """Whether an entry's fingerprint still holds (its tensor at the version ver)."""
         fp = ent[3]
-        return fp is None or _PEEK(ver[1], fp[0], fp[1]) == fp[2]
+        return fp is None or _PEEK(ver[1], fp[0], fp[1], fp[2])
 
     @staticmethod
     def version(src):
