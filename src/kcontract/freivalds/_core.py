@@ -32,8 +32,8 @@ from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_f
                        sub_index)
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
-from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, Screen, _fastc, batch_screen,
-                      scale_from_stats, screen_one, screen_plan)
+from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, SEED_END, Screen, _fastc,
+                      batch_screen, scale_from_stats, screen_one, screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -352,7 +352,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
         scr = handed
     elif rounds == 1 and groups == 1 and bound == "probabilistic" \
             and accumulate is None and output_format is None and (seed is None or (
-                type(seed) is int and 0 <= seed < _SEED_END)):
+                type(seed) is int and 0 <= seed < SEED_END)):
         seed = fresh_seed() if seed is None else seed
         res = _fast(a, b, c, seed, pfa, bias, _pre)
         if type(res) is FreivaldsResult:
@@ -373,7 +373,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     p.deterministic = bound == "deterministic"
     if seed is None:
         seed = fresh_seed()
-    elif not isinstance(seed, (int, np.integer)) or not 0 <= seed < _SEED_END:
+    elif not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_END:
         raise UsageError(f"seed must be an integer in [0, 2**128), got {seed!r}")
     else:
         seed = int(seed)
@@ -410,7 +410,6 @@ def _plain(x):
         return torch.Tensor.as_subclass(x, torch.Tensor)
 
 
-_SEED_END = 1 << 128  # seeds are two 64-bit words
 #: products with fewer columns than this are checked with one residual per column
 NARROW = 16
 _ZERO = np.zeros(())
@@ -683,7 +682,8 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
                                  and isinstance(c, torch.Tensor)):
             return None
         # parameters and tensors that require grad: their values, outside autograd (as the
-        # general path reads them under no_grad); a subclass's detach is a plain tensor
+        # general path reads them under no_grad); subclasses are plain tensors by now
+        # (verify's _plain)
         T = torch.Tensor
         if type(a) is not T or a.requires_grad:
             a = a.detach()

@@ -1352,13 +1352,11 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int rc = run_stage1(p->fn, p->ilp64, &A, &yv, &C, &rv, &yv, &p->bf[2], &p->bf[3],
                         &p->bf[4], 0, 0, i0, p->k, p->kmed, p->k9, p->rows, 1, zoff, half == 2,
                         (int)p->pool, st);
-    /* (busy until the last read of the plan's buffers: a call into Python meanwhile can
-     * let another thread in) */
+    /* (busy until the last read of the plan's buffers, at done_cap: a call into Python
+     * meanwhile can let another thread in) */
     if (rc < 0) {
-        p->busy = 0;
-        Py_DECREF(cap);
         PyErr_NoMemory();
-        goto done;
+        goto done_cap;
     }
     double scale, t, ratio;
     int calibrated;
@@ -1378,19 +1376,16 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             PyBuffer_Release(&bv);
         }
-        if (PyErr_Occurred()) {
-            p->busy = 0;
-            Py_DECREF(cap);
-            goto done;
-        }
+        if (PyErr_Occurred()) goto done_cap;
     }
-    p->busy = 0;
     if (!decided || !(ratio <= 1.0)) {
         out = Py_None;
         Py_INCREF(out);
     } else {
         out = PyFloat_FromDouble(ratio);
     }
+done_cap:
+    p->busy = 0;
     Py_DECREF(cap);
 done:
     PyBuffer_Release(&rv);

@@ -96,20 +96,20 @@ PRINT_ELEMENTS = 8
 _PEEK = getattr(_core._fastc, "peek", None)
 
 
-def _print_of(src, ver, rng) -> Optional[tuple]:
-    """The fingerprint of a CPU tensor's values: (the byte offsets of PRINT_ELEMENTS
-    sampled elements from its address as native int64 bytes, the item size, their bytes
-    now); None off the CPU, for an empty tensor or without the compiled helper."""
+def _print_of(src, address: int, shape, stride, rng) -> Optional[tuple]:
+    """The fingerprint of a CPU tensor's values (its address, shape and strides given, as
+    the caller holds them): (the byte offsets of PRINT_ELEMENTS sampled elements from the
+    address as native int64 bytes, the item size, their bytes now); None off the CPU, for
+    an empty tensor or without the compiled helper."""
     if _PEEK is None or not src.is_cpu or src.numel() == 0:
         return None
-    shape, stride = tuple(ver[2]), tuple(ver[3])
     flat = rng.integers(0, src.numel(), PRINT_ELEMENTS)
     off = np.zeros(PRINT_ELEMENTS, dtype=np.int64)
-    for i, st in zip(np.unravel_index(flat, shape), stride):
+    for i, st in zip(np.unravel_index(flat, tuple(shape)), tuple(stride)):
         off += i.astype(np.int64) * st
     item = src.element_size()
     off = (off * item).tobytes()
-    return off, item, _PEEK(ver[1], off, item)
+    return off, item, _PEEK(address, off, item)
 
 
 class _WeightCache:
@@ -123,10 +123,11 @@ class _WeightCache:
         self.rng = np.random.default_rng(None if seed is None else [int(seed), 1])
 
     @staticmethod
-    def same_values(ent, ver) -> bool:
-        """Whether an entry's fingerprint still holds (its tensor at the version ver)."""
+    def same_values(ent, address: int) -> bool:
+        """Whether an entry's fingerprint (its item 3) still holds, its tensor at address
+        (the address, shape and strides the fingerprint was taken at: checked before)."""
         fp = ent[3]
-        return fp is None or _PEEK(ver[1], fp[0], fp[1], fp[2])
+        return fp is None or _PEEK(address, fp[0], fp[1], fp[2])
 
     @staticmethod
     def version(src):
@@ -145,9 +146,10 @@ class _WeightCache:
         with self.lock:
             ent = self.entries.get(key)
             if ent is not None and ent[0]() is src and ent[1] == ver \
-                    and self.same_values(ent, ver):
+                    and self.same_values(ent, ver[1]):
                 return ent[2], True
-            fp = _print_of(src, ver, self.rng)  # (the values the projection is made of)
+            # (the values the projection is made of)
+            fp = _print_of(src, ver[1], ver[2], ver[3], self.rng)
         val = compute()
         with self.lock:
             if len(self.entries) >= self.size:
@@ -283,6 +285,14 @@ class Guard(contextlib.ContextDecorator):
         if first is not None:
             raise first
 
+    def _cache_hit(self) -> None:
+        """A check from a cached projection: counted, and every ``refresh`` of them the
+        signs are drawn anew."""
+        st = self.stats
+        st.cache_hits += 1
+        if st.cache_hits == self._refresh_at:
+            self._new_signs()
+
     def _new_signs(self) -> None:
         """Fresh signs for every cached projection, drawn from the guard's generator: the
         projections (and the biases' b . r) are made anew at their next use.  So a fault
@@ -413,16 +423,14 @@ class Guard(contextlib.ContextDecorator):
                 dt = _clock() - t0
                 st = self.stats
                 st.calls += 1
-                st.cache_hits += 1
-                if st.cache_hits == self._refresh_at:
-                    self._new_signs()
+                self._cache_hit()
                 st.seconds += dt
                 self._count("linear", dt, False)
                 return
-        want = tuple(x.shape[:-1]) + (weight.shape[0],)
-        if tuple(out.shape) != want:
-            return self._wrong_shape("linear", tuple(out.shape), want)
-        a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
+        try:
+            a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
+        except _WrongShape as e:
+            return self._wrong_shape("linear", *e.args)
         self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True)
 
     def _lean_linear(self, x, w, out, bias) -> bool:
@@ -450,7 +458,7 @@ class Guard(contextlib.ContextDecorator):
         if ent is None or ent[0]() is not w or _LINEAR is None:
             return False
         ver = ent[1]
-        if ver[4] is not dt or cache.version(w) != ver or not cache.same_values(ent, ver):
+        if ver[4] is not dt or cache.version(w) != ver or not cache.same_values(ent, ver[1]):
             return False
         proj = ent[2]
         half = fmt[2]
@@ -505,14 +513,14 @@ class Guard(contextlib.ContextDecorator):
             return None
         hit = self._bias.get(id(bias))
         if hit is not None and hit[0] == key and hit[1]() is bias \
-                and self._cache.same_values(hit, (None, key[2])):
+                and self._cache.same_values(hit, key[2]):
             return hit[2]
         b = bias.detach()
         if type(b) is not torch.Tensor or b.dtype is not dt or b.device.type != "cpu" \
                 or tuple(b.shape) != (r.shape[0],):
             return None
         # (as a weight's projection: the bytes of sampled elements, for writes through .data)
-        fp = _print_of(b, (None, key[2], b.shape, b.stride()), self._cache.rng)
+        fp = _print_of(b, key[2], b.shape, b.stride(), self._cache.rng)
         ops = _backend.ops_for(b)
         val = float(ops.take(b, ()) @ r)
         if len(self._bias) >= CACHE_SIZE:
@@ -534,9 +542,7 @@ class Guard(contextlib.ContextDecorator):
 
             proj, hit = cache.get(weight, transposed, p.N, cdtype, compute)
             if hit:
-                self.stats.cache_hits += 1
-                if self.stats.cache_hits == self._refresh_at:
-                    self._new_signs()  # (after this check, which has its projection)
+                self._cache_hit()  # (a draw of new signs after this check, which has its own)
             return proj
         return pre
 

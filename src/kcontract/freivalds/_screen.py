@@ -32,6 +32,7 @@ SAMPLE_ROWS = 4
 SMALL_ROWS = 64
 
 _M64 = (1 << 64) - 1
+SEED_END = 1 << 128  # seeds are two 64-bit words: [0, SEED_END)
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
@@ -67,7 +68,7 @@ def signs(seed: int, stream: int, n: int, dtype=np.int8) -> np.ndarray:
     sum is smaller than sqrt(n)/4 in magnitude are redrawn (the next attempt), so that an
     offset added to a whole row (or column) of C never cancels out of the residual;
     otherwise the signs are independent and fair.  Seeds are below 2^128."""
-    if seed < 0 or seed >> 128:
+    if not 0 <= seed < SEED_END:
         raise ValueError(f"seeds are integers in [0, 2^128), got {seed}")
     kind = _SIGN_KINDS.get(dtype)
     if kind is None:
