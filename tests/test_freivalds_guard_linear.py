@@ -411,3 +411,201 @@ def test_a_bias_written_through_data_is_not_checked_with_its_old_product():
     g.check_linear(x, w, product(x, w, old), b)  # a kernel that kept the old bias
     g.check_linear(x, w, product(x, w, b), b)
     assert g.failed == 1 and g.checked == 4
+
+
+# --- the lean check for a weight, a bias and shapes it has passed with before -----------
+
+from kcontract.freivalds import _guard  # noqa: E402
+
+
+def counting_lean(monkeypatch):
+    """The calls of the lean check that reads each tensor property by itself."""
+    seen = []
+    real = Guard._lean_linear
+    monkeypatch.setattr(Guard, "_lean_linear",
+                        lambda self, *a: seen.append(1) or real(self, *a))
+    return seen
+
+
+needs_guards = pytest.mark.skipif(not _guard._tensor_guards(),
+                                  reason="torch without a usable TensorGuards")
+
+
+@needs_guards
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_repeated_checks_take_the_path_without_property_reads(monkeypatch, dtype, bias):
+    x, w, b = layer(16, 512, 384, dtype, bias, 4)
+    out = product(x, w, b)
+    lean, seen = counting_lean(monkeypatch), counting(monkeypatch)
+    g = Guard(seed=3)
+    for _ in range(6):
+        g.check_linear(x, w, out, b)
+    # the first check tries the property-reading lean check (nothing cached yet) and
+    # verify fills the cache; the second passes that lean check, which remembers the
+    # tensors; the other four repeat it from what it remembered
+    assert len(seen) == 1 and len(lean) == 2
+    assert g.checked == 6 and g.failed == 0 and g.stats.cache_hits == 5
+    assert g.stats.by_op["linear"][0] == 6 and g.stats.seconds > 0
+    ratio, seed, shape, name = g._last
+    assert shape == (16, 512, 384) and name == str(dtype).split(".")[1]
+    ref = verify(x, w.T, out, bias=b, seed=seed, false_alarm=g.false_alarm,
+                 _pre=g._pre_for(w, True))
+    assert ref.passed and ref.screen_ratio == ratio
+
+
+@needs_guards
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_wrong_element_is_caught_after_the_path_is_taken(bias):
+    x, w, b = layer(16, 2048, 1024, torch.float32, bias, 12)
+    out = product(x, w, b)
+    g = Guard(seed=8)
+    for _ in range(3):
+        g.check_linear(x, w, out, b)
+    assert id(w) in g._fast
+    # (twice what verify reports as the threshold, as in the test without the path)
+    err = 2 * float(np.max(verify(x, w.T, out, bias=b, seed=1).threshold))
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        i, j = int(rng.integers(16)), int(rng.integers(1024))
+        bad = out.clone()
+        bad[i, j] += err
+        with pytest.raises(ProductCheckError) as ei:
+            g.check_linear(x, w, bad, b)
+        assert (i, j) in ei.value.result.suspect_elements
+    g.check_linear(x, w, out, b)
+    assert g.failed == 6 and g.checked == 10
+
+
+@needs_guards
+@pytest.mark.parametrize("case", ["neg", "strided", "subclass", "grad", "dtype", "shape",
+                                  "other bias", "no bias"])
+def test_tensors_unlike_the_remembered_ones_are_read_anew(monkeypatch, case):
+    """Each difference the remembered check must see sends the call back to the
+    property-reading path (or verify), whose verdict stands: honest products pass, and a
+    negated view of a product's memory (the values' negatives) fails."""
+    x, w, b = layer(16, 256, 192, torch.float32, True, 6)
+    out = product(x, w, b)
+    g = Guard(seed=2, on_fail="log")
+    for _ in range(3):
+        g.check_linear(x, w, out, b)
+    assert len(g._fast[id(w)].guards) == 1
+    lean = counting_lean(monkeypatch)
+    xx, bb, oo, want_fail = x, b, out, False
+    if case == "neg":  # memory that holds out, values that are -out: a wrong product
+        oo, want_fail = torch._neg_view(out), True
+    elif case == "strided":
+        oo = out.T.contiguous().T
+    elif case == "subclass":
+        class Sub(torch.Tensor):
+            pass
+        xx = x.as_subclass(Sub)
+    elif case == "grad":
+        xx = x.clone().requires_grad_(True)
+    elif case == "dtype":
+        xx, w2 = x.double(), w.double()
+        g.check_linear(xx, w2, F.linear(xx, w2, b.double()), b.double())
+        assert g.failed == 0 and len(lean) == 1  # (float64: declined there, verify)
+        assert id(w2) not in g._fast
+        return
+    elif case == "shape":
+        xx = torch.cat([x, x])
+        oo = product(xx, w, b)
+    elif case == "other bias":
+        bb = b.detach().clone()
+    elif case == "no bias":
+        bb, oo = None, product(x, w, None)
+    g.check_linear(xx, w, oo, bb)
+    assert g.failed == int(want_fail) and g.checked == 4
+    assert len(lean) == 1
+
+
+@needs_guards
+def test_a_weight_keeps_the_path_for_its_latest_shapes(monkeypatch):
+    x, w, _ = layer(64, 256, 192, torch.float32, False, 7)
+    g = Guard(seed=1)
+    lean = counting_lean(monkeypatch)
+    rows = [1, 16, 64, 1, 16, 64, 1, 16, 64]
+    for m in rows:
+        g.check_linear(x[:m], w, product(x[:m], w, None))
+    # the property-reading check for the first (declined: nothing cached; verify fills the
+    # cache), once each for 16 and 64, again for 1; then three shapes are kept and the
+    # rest repeat
+    assert len(lean) == 4 and g.checked == len(rows) and g.failed == 0
+    assert [m for _, m in g._fast[id(w)].guards] == [1, 64, 16]
+    g.check_linear(x[:8], w, product(x[:8], w, None))  # a fourth: the oldest goes
+    assert [m for _, m in g._fast[id(w)].guards] == [8, 1, 64] and len(lean) == 5
+
+
+@needs_guards
+def test_new_signs_forget_the_remembered_checks():
+    x, w, _ = layer(16, 256, 192, torch.float32, False, 2)
+    out = product(x, w, None)
+    g = Guard(seed=3, refresh=4)
+    for _ in range(4):
+        g.check_linear(x, w, out)
+    assert id(w) in g._fast
+    g.check_linear(x, w, out)  # the fourth cache hit: signs drawn anew
+    assert id(w) not in g._fast and g.failed == 0
+
+
+def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
+    monkeypatch.setattr(_guard, "_TG", False)
+    x, w, b = layer(16, 256, 192, torch.float32, True, 6)
+    out = product(x, w, b)
+    lean = counting_lean(monkeypatch)
+    g = Guard(seed=2)
+    for _ in range(4):
+        g.check_linear(x, w, out, b)
+    assert g._fast == {} and len(lean) == 4 and g.checked == 4 and g.failed == 0
+    bad = out.clone()
+    bad[3, 7] += 1e-3 * float(out.abs().max())
+    with pytest.raises(ProductCheckError):
+        g.check_linear(x, w, bad, b)
+
+
+class _Blind:
+    """A stand-in for TensorGuards that sees only sizes (it would take a negated or
+    transposed view, another dtype or type for the tensor it was made from)."""
+
+    def __init__(self, *ts, dynamic_dims_sizes, dynamic_dims_strides):
+        self.sizes = dynamic_dims_sizes
+
+    def check(self, *ts):
+        return [list(t.shape) for t in ts] == self.sizes
+
+
+class _Always(_Blind):
+    def check(self, *ts):
+        return True
+
+
+@pytest.mark.parametrize("fake", [_Blind, _Always])
+def test_a_tensor_check_that_misses_a_difference_is_refused(fake):
+    assert not _guard._tensor_guards_sound(fake, torch)
+
+
+@needs_guards
+def test_torchs_tensor_check_passes_the_self_test():
+    from torch._C._dynamo.guards import TensorGuards
+    assert _guard._tensor_guards_sound(TensorGuards, torch)
+
+
+@pytest.mark.parametrize("what", ["weight", "bias"])
+def test_an_element_changed_in_place_is_seen_by_the_remembered_check(what):
+    """One element changed in place (the version counter moves; the sampled bytes most
+    likely do not): the product made before the change fails, the one after passes."""
+    x, w, b = layer(16, 256, 192, torch.float32, True, 10)
+    g = Guard(seed=4, on_fail="log")
+    before = product(x, w, b)
+    for _ in range(3):
+        g.check_linear(x, w, before, b)
+    with torch.no_grad():
+        if what == "weight":
+            w[5, 9] += 1.0 + abs(float(w[5, 9]))
+        else:
+            b[5] += 1.0 + abs(float(b[5]))
+    g.check_linear(x, w, before, b)
+    assert g.failed == 1
+    g.check_linear(x, w, product(x, w, b), b)
+    assert g.failed == 1 and g.checked == 5

@@ -198,6 +198,7 @@ class Guard(contextlib.ContextDecorator):
         self._rng = np.random.default_rng(seed)
         self._seed_at = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
         self._bias: dict = {}
+        self._fast: dict = {}  # id(weight) -> _Lean: the lean check without property reads
         self._seed = seed
         self._cache = _WeightCache(seed=seed)
         self._modes: list = []
@@ -303,6 +304,7 @@ class Guard(contextlib.ContextDecorator):
             self._cache.entries.clear()
         self._r.clear()
         self._bias.clear()
+        self._fast.clear()
         self._refresh_at = self.stats.cache_hits + self.refresh
 
     # ------------------------------------------------------------------
@@ -403,6 +405,10 @@ class Guard(contextlib.ContextDecorator):
         ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
+        if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
+            if self.cache_weights and self._lean_fast(x, weight, out, bias, _clock()):
+                return
+            return self._linear_now(x, weight, out, bias, False)
         if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
@@ -415,17 +421,15 @@ class Guard(contextlib.ContextDecorator):
                     return
         self._linear_now(x, weight, out, bias)
 
-    def _linear_now(self, x, weight, out, bias) -> None:
-        """:meth:`check_linear` after sampling: the lean path, else :func:`verify`."""
+    def _linear_now(self, x, weight, out, bias, fast: bool = True) -> None:
+        """:meth:`check_linear` after sampling: the lean paths (``fast``: the one without
+        property reads too), else :func:`verify`."""
         if self.cache_weights:
             t0 = _clock()
+            if fast and self._lean_fast(x, weight, out, bias, t0):
+                return
             if self._lean_linear(x, weight, out, bias):
-                dt = _clock() - t0
-                st = self.stats
-                st.calls += 1
-                self._cache_hit()
-                st.seconds += dt
-                self._count("linear", dt, False)
+                self._lean_counted(_clock() - t0)
                 return
         try:
             a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
@@ -498,7 +502,95 @@ class Guard(contextlib.ContextDecorator):
         if ratio is None:
             return False
         self._last = (ratio, seed, (M, K, N), fmt[1])
+        self._remember(x, w, out, bias, ent, parts, M, fmt)
         return True
+
+    def _lean_counted(self, dt: float) -> None:
+        """A lean check made (it passed): counted, its seconds, a cache hit."""
+        self.stats.calls += 1
+        self.stats.seconds += dt
+        self._count("linear", dt, False)
+        self._cache_hit()
+
+    def _lean_fast(self, x, w, out, bias, t0: float) -> bool:
+        """The lean linear check (:meth:`_lean_linear`) for a weight, a bias and shapes it
+        has passed with before (see :meth:`_remember`), without reading the tensors'
+        properties one call at a time -- each such call costs microseconds right after a
+        product, from cold caches: one compiled TensorGuards call compares x's, out's, the
+        weight's and the bias's types, dispatch keys (CPU, dense, no negation bit),
+        dtypes, sizes and strides with those of the last check's; then the weight's and
+        the bias's version counters, addresses and sampled bytes, as there.  True where
+        the check was made and every row clears the screen; False where this path does
+        not apply (the caller goes on to :meth:`_lean_linear`) or a row is beyond the
+        screen (counted from t0 where it was made)."""
+        ln = self._fast.get(id(w))
+        if ln is None or ln.wref() is not w:
+            return False
+        bt = ln.bias
+        if bias is None:
+            if bt is not None:
+                return False
+            for tg, M in ln.guards:
+                if tg.check(x, out, w):
+                    break
+            else:
+                return False
+        else:
+            if bt is None or bt[0]() is not bias:
+                return False
+            for tg, M in ln.guards:
+                if tg.check(x, out, w, bias):
+                    break
+            else:
+                return False
+        fp = ln.fp
+        if w._version != ln.version or w.data_ptr() != ln.address \
+                or not _PEEK(ln.address, fp[0], fp[1], fp[2]):
+            return False
+        if bt is not None:
+            bfp = bt[3]
+            if bias._version != bt[1] or bias.data_ptr() != bt[2] \
+                    or not _PEEK(bt[2], bfp[0], bfp[1], bfp[2]):
+                return False
+        seed = self._seed_at = (self._seed_at + _STEP) & _SEED_MASK
+        K, N, half, r, y, brms, b2, zoff = ln.args
+        ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, brms, zoff,
+                        seed, b2, ROW_RELIEF_MIN)
+        if ratio is None or type(ratio) is tuple:  # (a row beyond; a plan evicted meanwhile)
+            return False
+        self._last = (ratio, seed, (M, K, N), ln.name)
+        self._lean_counted(_clock() - t0)
+        return True
+
+    def _remember(self, x, w, out, bias, ent, parts, M: int, fmt) -> None:
+        """After a lean check that passed: what :meth:`_lean_fast` needs to repeat it for
+        tensors like these (a TensorGuards of x, out, the weight and the bias; at most
+        GUARDS_PER_WEIGHT shapes a weight, the latest first)."""
+        TG = _TG if _TG is not None else _tensor_guards()
+        ver, fp = ent[1], ent[3]
+        if TG is False or fp is None:
+            return
+        bt = None
+        if bias is not None:
+            hit = self._bias.get(id(bias))
+            if hit is None or hit[1]() is not bias or hit[3] is None:
+                return
+            bt = (hit[1], hit[0][1], hit[0][2], hit[3], hit[2])
+        ln = self._fast.get(id(w))
+        r, y, K, N, b2 = parts
+        zoff = 0.0 if bt is None else bt[4]
+        if ln is None or ln.wref() is not w or ln.version != ver[0] or ln.address != ver[1] \
+                or ln.fp is not fp or ln.args[3] is not r or (ln.bias is None) != (bt is None) \
+                or (bt is not None and (ln.bias[0]() is not bias or ln.bias[1:] != bt[1:])):
+            if len(self._fast) >= CACHE_SIZE:
+                self._fast.pop(next(iter(self._fast)))
+            ln = self._fast[id(w)] = _Lean(ent[0], ver[0], ver[1], fp, bt, fmt[1],
+                                            (K, N, fmt[2], r, y, ent[2].b_rms, b2, zoff))
+        try:
+            tg = _shape_guard(TG, (x, out, w) if bias is None else (x, out, w, bias))
+        except Exception:  # (tensors it does not take: the property reads go on)
+            return
+        ln.guards = [(tg, M)] + ln.guards[:GUARDS_PER_WEIGHT - 1]
 
     def _bias_dot(self, bias, dt, r):
         """b . r for a bias (as the common call computes it), cached on the tensor, its
@@ -547,6 +639,25 @@ class Guard(contextlib.ContextDecorator):
         return pre
 
 
+#: the shapes (of x and out) a weight's fast lean check is kept for
+GUARDS_PER_WEIGHT = 3
+
+
+class _Lean:
+    """What :meth:`Guard._lean_fast` repeats a weight's lean check from: the weight (a
+    weak reference), the version counter, address and fingerprint its projection is valid
+    for, the bias's (weak reference, version, address, fingerprint, b . r) or None, the
+    format's name, the compiled call's fixed arguments (K, N, half, r, y, rms ||W_k||,
+    ||W_k||^2, b . r) and the TensorGuards of the shapes it has passed with, each with its
+    M."""
+
+    __slots__ = ("wref", "version", "address", "fp", "bias", "name", "args", "guards")
+
+    def __init__(self, wref, version, address, fp, bias, name, args):
+        self.wref, self.version, self.address, self.fp = wref, version, address, fp
+        self.bias, self.name, self.args, self.guards = bias, name, args, []
+
+
 def _lean_parts(proj, w, half: int) -> tuple:
     """What the lean linear check reads of a cached projection, made once and kept with it:
     r and y = W^T r (float32 host arrays), K, N, and for float32 weights ||W_k||^2 per
@@ -587,6 +698,58 @@ def _torch():
         _LEAN.setdefault(dt, (torch.float32, name, half))
     _TORCH = torch
     return torch
+
+
+#: torch's compiled check of tensors' properties, or False where it is not to be used
+#: (see :func:`_tensor_guards`); None until first asked
+_TG = None
+
+
+def _tensor_guards():
+    """torch's compiled check of tensors' properties (``TensorGuards`` of its compiler's
+    guards: one call compares each tensor's Python type, dispatch keys -- device, layout,
+    the negation and conjugation bits --, dtype, requires_grad, sizes and strides with
+    those of the tensors it was made from), where torch has it and it behaves so here:
+    a self-test made once refuses it if one of the differences the lean check relies on
+    is not seen.  False where it is not to be used (the lean check then reads each
+    property through its own call)."""
+    global _TG
+    if _TG is None:
+        _TG = False
+        try:
+            from torch._C._dynamo.guards import TensorGuards
+            torch = _TORCH or _torch()
+            _TG = TensorGuards if _tensor_guards_sound(TensorGuards, torch) else False
+        except Exception:  # (not there, or not the interface this was written for)
+            _TG = False
+    return _TG
+
+
+def _shape_guard(TG, tensors):
+    """A TensorGuards for these tensors' exact sizes and strides."""
+    return TG(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+              dynamic_dims_strides=[list(t.stride()) for t in tensors])
+
+
+def _tensor_guards_sound(TG, torch) -> bool:
+    """Whether TensorGuards, made from contiguous float32 CPU tensors, passes their like
+    and refuses each change the lean check must see."""
+    a, b = torch.zeros(2, 64), torch.nn.Parameter(torch.zeros(3, 64), requires_grad=False)
+    g = _shape_guard(TG, (a, b))
+    if not (g.check(a, b) and g.check(torch.ones(2, 64), b)):
+        return False
+    other = [
+        torch._neg_view(a),  # memory that is not the value
+        a.double(), a.bfloat16(),
+        torch.zeros(4, 64)[::2], torch.zeros(2, 65)[:, :64], torch.zeros(64, 2).T,
+        torch.zeros(1, 64), torch.zeros(2, 64, 1), torch.zeros(128),
+        a.to_sparse(), torch.zeros(2, 64, device="meta"),
+        torch.zeros(2, 64, requires_grad=True),
+        torch.nn.Parameter(torch.zeros(2, 64), requires_grad=False),  # another type
+    ]
+    if any(g.check(t, b) for t in other):
+        return False
+    return not g.check(a, torch.zeros(3, 64))  # (the weight's type: a plain tensor)
 
 
 def _make_mode(g: Guard):
