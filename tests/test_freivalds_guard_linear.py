@@ -532,9 +532,9 @@ def test_a_weight_keeps_the_path_for_its_latest_shapes(monkeypatch):
     # cache), once each for 16 and 64, again for 1; then three shapes are kept and the
     # rest repeat
     assert len(lean) == 4 and g.checked == len(rows) and g.failed == 0
-    assert [m for _, m in g._fast[id(w)].guards] == [1, 64, 16]
+    assert [m for _, m, _ in g._fast[id(w)].guards] == [1, 64, 16]
     g.check_linear(x[:8], w, product(x[:8], w, None))  # a fourth: the oldest goes
-    assert [m for _, m in g._fast[id(w)].guards] == [8, 1, 64] and len(lean) == 5
+    assert [m for _, m, _ in g._fast[id(w)].guards] == [8, 1, 64] and len(lean) == 5
 
 
 @needs_guards
@@ -609,3 +609,25 @@ def test_an_element_changed_in_place_is_seen_by_the_remembered_check(what):
     assert g.failed == 1
     g.check_linear(x, w, product(x, w, b), b)
     assert g.failed == 1 and g.checked == 5
+
+
+@needs_guards
+def test_the_compiled_remembered_check_refuses_what_is_not_its_entry():
+    lean = _guard._LEAN_C
+    x, w, _ = layer(16, 256, 192, torch.float32, False, 2)
+    out = product(x, w, None)
+    g = Guard(seed=3)
+    for _ in range(3):
+        g.check_linear(x, w, out)
+    ent = g._fast[id(w)]
+    assert lean(g._fast, x, out, w, None, 7, 0.5)[:1] != (None,)
+    assert lean({}, x, out, w, None, 7, 0.5) is None  # (no entry for this weight)
+    assert lean({id(w): ent}, x, out, w.detach().clone(), None, 7, 0.5) is None
+    with pytest.raises(TypeError):
+        lean([], x, out, w, None, 7, 0.5)
+    with pytest.raises(TypeError):
+        lean({id(w): tuple(ent)[:-1]}, x, out, w, None, 7, 0.5)
+    b = torch.zeros(192)
+    assert lean(g._fast, x, out, w, b, 7, 0.5) is None  # (a bias it was not made with)
+    ratio, seed, shape, name = lean(g._fast, x, out, w, None, 7, 0.5)
+    assert seed == 7 and shape == (16, 256, 192) and name == "float32" and 0 <= ratio <= 1

@@ -38,6 +38,12 @@
  *   linear(x_ptr, out_ptr, ...)
  *       the guard's check of a linear product with a cached weight projection (and, given
  *       the weight's column norms, the same per-row second look).
+ *   lean(fast, x, out, w, bias, seed, relief_min)
+ *       linear's check repeated for a weight, bias and tensor shapes the guard remembers,
+ *       with what it must see of the tensors (torch's TensorGuards, version counters,
+ *       addresses, sampled bytes) checked in the same call.
+ *   peek(address, offsets, itemsize[, expected])
+ *       sampled bytes of a tensor's memory (the guard's fingerprint of a cached weight).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1305,6 +1311,11 @@ static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_s
  * columns of W, float32 products only): where the screen does not clear and the screen
  * was calibrated, the per-row second look (relieved_ratio) decides: its ratio where every
  * row clears its own noise, else None. */
+static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t K,
+                            Py_ssize_t N, Py_ssize_t half, PyObject *ro, PyObject *yo,
+                            double brms, double zoff, uint64_t seed, PyObject *b2o,
+                            double relief_min);
+
 static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 11 && nargs != 13) {
         PyErr_SetString(PyExc_TypeError, "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, "
@@ -1321,6 +1332,15 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double zoff = PyFloat_AsDouble(args[9]);
     uint64_t seed = PyLong_AsUnsignedLongLong(args[10]);
     if (PyErr_Occurred()) return NULL;
+    return linear_run(xp, op, M, K, N, half, args[6], args[7], brms, zoff, seed, b2o,
+                      relief_min);
+}
+
+/* linear's check from its parsed arguments (b2o: NULL for none) */
+static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t K,
+                            Py_ssize_t N, Py_ssize_t half, PyObject *ro, PyObject *yo,
+                            double brms, double zoff, uint64_t seed, PyObject *b2o,
+                            double relief_min) {
     Py_ssize_t item = half ? 2 : 4;
     if (M < 1 || K < 64 || N < 64 || half < 0 || half > 2 || xp == 0 || op == 0) {
         PyErr_SetString(PyExc_ValueError, "linear: bad sizes or addresses");
@@ -1331,8 +1351,8 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, item, (Py_ssize_t)1);
     if (p->busy) Py_RETURN_NONE; /* another thread's check holds its buffers: verify decides */
     Py_buffer rv, yv;
-    if (get(args[6], &rv, 0) < 0) return NULL;
-    if (get(args[7], &yv, 0) < 0) {
+    if (get(ro, &rv, 0) < 0) return NULL;
+    if (get(yo, &yv, 0) < 0) {
         PyBuffer_Release(&rv);
         return NULL;
     }
@@ -1632,6 +1652,174 @@ static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         memcpy(dst + i * item, (const char *)base + off, (size_t)item);
     }
     return out;
+}
+
+/* whether the itemsize bytes at base + each native int64 of offs equal those of want (peek
+ * with expected bytes); -1 (no error set) for malformed arguments */
+static int same_bytes(uintptr_t base, PyObject *offs, PyObject *item_o, PyObject *want) {
+    Py_ssize_t item = PyLong_AsSsize_t(item_o);
+    if (item == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (base == 0 || item < 1 || item > 16 || !PyBytes_Check(offs) || !PyBytes_Check(want)
+        || PyBytes_GET_SIZE(offs) % 8
+        || PyBytes_GET_SIZE(want) != PyBytes_GET_SIZE(offs) / 8 * item)
+        return -1;
+    Py_ssize_t n = PyBytes_GET_SIZE(offs) / 8;
+    const char *ob = PyBytes_AS_STRING(offs), *wb = PyBytes_AS_STRING(want);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t off;
+        memcpy(&off, ob + 8 * i, 8);
+        if (memcmp((const char *)base + off, wb + i * item, (size_t)item)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *str_version, *str_data_ptr;
+
+/* whether a tensor's version counter is ver and its data address addr (1 or 0; -1 with
+ * the error torch raised) */
+static int same_memory(PyObject *t, PyObject *ver, PyObject *addr) {
+    PyObject *v = PyObject_GetAttr(t, str_version);
+    if (v == NULL) return -1;
+    int eq = PyObject_RichCompareBool(v, ver, Py_EQ);
+    Py_DECREF(v);
+    if (eq != 1) return eq;
+    PyObject *a = PyObject_CallMethodNoArgs(t, str_data_ptr);
+    if (a == NULL) return -1;
+    eq = PyObject_RichCompareBool(a, addr, Py_EQ);
+    Py_DECREF(a);
+    return eq;
+}
+
+/* whether the weak reference ref refers to o */
+static int refers_to(PyObject *ref, PyObject *o) {
+    if (!PyWeakref_Check(ref)) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *t;
+    if (PyWeakref_GetRef(ref, &t) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int is = t == o;
+    Py_XDECREF(t);
+    return is;
+#else
+    return PyWeakref_GetObject(ref) == o;
+#endif
+}
+
+/* a tensor's data address (0 with the error set) */
+static uintptr_t data_address(PyObject *t) {
+    PyObject *a = PyObject_CallMethodNoArgs(t, str_data_ptr);
+    if (a == NULL) return 0;
+    uintptr_t p = (uintptr_t)PyLong_AsUnsignedLongLong(a);
+    Py_DECREF(a);
+    return PyErr_Occurred() ? 0 : p;
+}
+
+/* the layout of the guard's remembered lean check (kcontract.freivalds._guard._Lean) */
+enum { L_WREF, L_VERSION, L_ADDRESS, L_OFFS, L_ITEM, L_BYTES, L_BIAS, L_GUARDS, L_K, L_N,
+       L_HALF, L_R, L_Y, L_BRMS, L_B2, L_ZOFF, L_NAME, L_SIZE };
+
+static PyObject *lean_entry(PyObject *e, PyObject *x, PyObject *out, PyObject *w,
+                            PyObject *bias, uint64_t seed, double relief_min) {
+#define E(i) PyTuple_GET_ITEM(e, i)
+    if (!refers_to(E(L_WREF), w)) Py_RETURN_NONE;
+    PyObject *bs = E(L_BIAS);
+    Py_ssize_t nt = 3;
+    if (bias == Py_None) {
+        if (bs != Py_None) Py_RETURN_NONE;
+    } else {
+        if (!PyTuple_Check(bs) || PyTuple_GET_SIZE(bs) != 6
+            || !refers_to(PyTuple_GET_ITEM(bs, 0), bias))
+            Py_RETURN_NONE;
+        nt = 4;
+    }
+    /* the tensors' types, dispatch keys, dtypes, sizes and strides: one of the remembered
+     * TensorGuards (each (check, M, (M, K, N))) */
+    PyObject *gs = E(L_GUARDS), *hit = NULL;
+    if (!PyTuple_Check(gs)) Py_RETURN_NONE;
+    PyObject *argv[4] = {x, out, w, bias};
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(gs) && hit == NULL; i++) {
+        PyObject *g = PyTuple_GET_ITEM(gs, i);
+        if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 3) Py_RETURN_NONE;
+        PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(g, 0), argv, (size_t)nt, NULL);
+        if (r == NULL) return NULL;
+        if (r == Py_True) hit = g;
+        Py_DECREF(r);
+    }
+    if (hit == NULL) Py_RETURN_NONE;
+    /* the weight's and the bias's version counters, addresses and sampled bytes */
+    int ok = same_memory(w, E(L_VERSION), E(L_ADDRESS));
+    if (ok < 0) return NULL;
+    uintptr_t wa = ok ? (uintptr_t)PyLong_AsUnsignedLongLong(E(L_ADDRESS)) : 0;
+    if (PyErr_Occurred()) return NULL;
+    if (!ok || same_bytes(wa, E(L_OFFS), E(L_ITEM), E(L_BYTES)) != 1) Py_RETURN_NONE;
+    if (nt == 4) {
+        ok = same_memory(bias, PyTuple_GET_ITEM(bs, 1), PyTuple_GET_ITEM(bs, 2));
+        if (ok < 0) return NULL;
+        uintptr_t ba = ok ? (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(bs, 2)) : 0;
+        if (PyErr_Occurred()) return NULL;
+        if (!ok || same_bytes(ba, PyTuple_GET_ITEM(bs, 3), PyTuple_GET_ITEM(bs, 4),
+                              PyTuple_GET_ITEM(bs, 5)) != 1)
+            Py_RETURN_NONE;
+    }
+    uintptr_t xp = data_address(x);
+    if (xp == 0) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    uintptr_t op = data_address(out);
+    if (op == 0) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_ssize_t M = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 1));
+    Py_ssize_t K = PyLong_AsSsize_t(E(L_K)), N = PyLong_AsSsize_t(E(L_N));
+    Py_ssize_t half = PyLong_AsSsize_t(E(L_HALF));
+    double brms = E(L_BRMS) == Py_None ? -1.0 : PyFloat_AsDouble(E(L_BRMS));
+    double zoff = PyFloat_AsDouble(E(L_ZOFF));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *ratio = linear_run(xp, op, M, K, N, half, E(L_R), E(L_Y), brms, zoff, seed,
+                                 E(L_B2) == Py_None ? NULL : E(L_B2), relief_min);
+    if (ratio == NULL || !PyFloat_Check(ratio)) { /* an error; a row beyond; no plan */
+        if (ratio == NULL) return NULL;
+        Py_DECREF(ratio);
+        Py_RETURN_NONE;
+    }
+    PyObject *sd = PyLong_FromUnsignedLongLong(seed);
+    PyObject *res = sd == NULL ? NULL : PyTuple_Pack(4, ratio, sd, PyTuple_GET_ITEM(hit, 2),
+                                                     E(L_NAME));
+    Py_DECREF(ratio);
+    Py_XDECREF(sd);
+    return res;
+#undef E
+}
+
+/* lean(fast, x, out, w, bias, seed, relief_min) -> (ratio, seed, (M, K, N), name) or None
+ * The guard's lean linear check repeated for a weight it has passed before, without a call
+ * into Python between its steps: the entry fast[id(w)] (a _Lean tuple, see L_*) must refer
+ * to w (and to bias, or have none where bias is None); one of its TensorGuards' checks
+ * must pass (x, out, w[, bias]); w's (and bias's) version counter and data address must be
+ * the remembered ones and their sampled bytes unchanged; then linear's check of x and out
+ * at their addresses with the remembered projection.  None where any of this does not
+ * hold, or a row is beyond the screen (the caller goes on to the check that reads each
+ * property, or verify); an error where torch raises one. */
+static PyObject *lean(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lean(fast: dict, x, out, w, bias, seed, relief_min)");
+        return NULL;
+    }
+    uint64_t seed = PyLong_AsUnsignedLongLong(args[5]);
+    double relief_min = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *key = PyLong_FromVoidPtr(args[3]); /* id(w) */
+    if (key == NULL) return NULL;
+    PyObject *e = PyDict_GetItemWithError(args[0], key);
+    Py_DECREF(key);
+    if (e == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != L_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "lean: not a remembered check");
+        return NULL;
+    }
+    Py_INCREF(e); /* (held while torch's calls run: another thread may replace it) */
+    PyObject *res = lean_entry(e, args[1], args[2], args[3], args[4], seed, relief_min);
+    Py_DECREF(e);
+    return res;
 }
 
 static PyObject *pool_batches_py(PyObject *self, PyObject *unused) {
@@ -2385,6 +2573,8 @@ static PyMethodDef methods[] = {
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
      "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
      "and MKL's batches may run on"},
+    {"lean", (PyCFunction)(void (*)(void))lean, METH_FASTCALL,
+     "the guard's remembered lean linear check (see the source)"},
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
@@ -2402,5 +2592,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastc",
 
 PyMODINIT_FUNC PyInit__fastc(void) {
     pthread_atfork(NULL, NULL, entropy_forget);
+    str_version = PyUnicode_InternFromString("_version");
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (str_version == NULL || str_data_ptr == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -21,7 +21,7 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -47,6 +47,8 @@ _clock = time.perf_counter
 _LEAN: dict = {}
 #: the compiled linear check (``_fastc.linear``), where the helper is built
 _LINEAR = getattr(_core._fastc, "linear", None)
+#: the compiled remembered linear check (``_fastc.lean``)
+_LEAN_C = getattr(_core._fastc, "lean", None)
 _FNS: dict = {}  # torch's MKL gemv (what torch.mv calls), once looked up
 
 
@@ -406,8 +408,14 @@ class Guard(contextlib.ContextDecorator):
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
         if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
-            if self.cache_weights and self._lean_fast(x, weight, out, bias, _clock()):
-                return
+            if self._fast and self.cache_weights:  # (_lean_fast, written out)
+                t0 = _clock()
+                seed = (self._seed_at + _STEP) & _SEED_MASK
+                last = _LEAN_C(self._fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
+                if last is not None:
+                    self._seed_at = seed
+                    self._last = last
+                    return self._lean_counted(_clock() - t0)
             return self._linear_now(x, weight, out, bias, False)
         if self.sample < 1.0 and self._sampled_out():
             return
@@ -426,7 +434,7 @@ class Guard(contextlib.ContextDecorator):
         property reads too), else :func:`verify`."""
         if self.cache_weights:
             t0 = _clock()
-            if fast and self._lean_fast(x, weight, out, bias, t0):
+            if fast and self._fast and self._lean_fast(x, weight, out, bias, t0):
                 return
             if self._lean_linear(x, weight, out, bias):
                 self._lean_counted(_clock() - t0)
@@ -506,91 +514,75 @@ class Guard(contextlib.ContextDecorator):
         return True
 
     def _lean_counted(self, dt: float) -> None:
-        """A lean check made (it passed): counted, its seconds, a cache hit."""
-        self.stats.calls += 1
-        self.stats.seconds += dt
-        self._count("linear", dt, False)
-        self._cache_hit()
+        """A lean check made (it passed): counted, its seconds, a cache hit (what
+        :meth:`_count` and :meth:`_cache_hit` do, in one step)."""
+        st = self.stats
+        st.calls += 1
+        st.checked += 1
+        st.seconds += dt
+        op = st.by_op.get("linear")
+        if op is None:
+            op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
+        op[0] += 1
+        op[1] += dt
+        st.cache_hits += 1
+        if st.cache_hits == self._refresh_at:
+            self._new_signs()
 
     def _lean_fast(self, x, w, out, bias, t0: float) -> bool:
         """The lean linear check (:meth:`_lean_linear`) for a weight, a bias and shapes it
-        has passed with before (see :meth:`_remember`), without reading the tensors'
-        properties one call at a time -- each such call costs microseconds right after a
-        product, from cold caches: one compiled TensorGuards call compares x's, out's, the
-        weight's and the bias's types, dispatch keys (CPU, dense, no negation bit),
-        dtypes, sizes and strides with those of the last check's; then the weight's and
-        the bias's version counters, addresses and sampled bytes, as there.  True where
-        the check was made and every row clears the screen; False where this path does
-        not apply (the caller goes on to :meth:`_lean_linear`) or a row is beyond the
-        screen (counted from t0 where it was made)."""
-        ln = self._fast.get(id(w))
-        if ln is None or ln.wref() is not w:
+        has passed with before (see :meth:`_remember`), in one compiled call
+        (``_fastc.lean``) without reading the tensors' properties one call at a time from
+        Python -- each such step costs microseconds right after a product, from cold
+        caches: a TensorGuards check compares x's, out's, the weight's and the bias's
+        types, dispatch keys (CPU, dense, no negation bit), dtypes, sizes and strides
+        with those the check passed with; then the weight's and the bias's version
+        counters, addresses and sampled bytes, as there.  True where the check was made
+        and every row clears the screen (counted from t0); False where this path does not
+        apply (the caller goes on to :meth:`_lean_linear`) or a row is beyond the
+        screen."""
+        seed = (self._seed_at + _STEP) & _SEED_MASK
+        last = _LEAN_C(self._fast, x, out, w, bias, seed, ROW_RELIEF_MIN)
+        if last is None:
             return False
-        bt = ln.bias
-        if bias is None:
-            if bt is not None:
-                return False
-            for tg, M in ln.guards:
-                if tg.check(x, out, w):
-                    break
-            else:
-                return False
-        else:
-            if bt is None or bt[0]() is not bias:
-                return False
-            for tg, M in ln.guards:
-                if tg.check(x, out, w, bias):
-                    break
-            else:
-                return False
-        fp = ln.fp
-        if w._version != ln.version or w.data_ptr() != ln.address \
-                or not _PEEK(ln.address, fp[0], fp[1], fp[2]):
-            return False
-        if bt is not None:
-            bfp = bt[3]
-            if bias._version != bt[1] or bias.data_ptr() != bt[2] \
-                    or not _PEEK(bt[2], bfp[0], bfp[1], bfp[2]):
-                return False
-        seed = self._seed_at = (self._seed_at + _STEP) & _SEED_MASK
-        K, N, half, r, y, brms, b2, zoff = ln.args
-        ratio = _LINEAR(x.data_ptr(), out.data_ptr(), M, K, N, half, r, y, brms, zoff,
-                        seed, b2, ROW_RELIEF_MIN)
-        if ratio is None or type(ratio) is tuple:  # (a row beyond; a plan evicted meanwhile)
-            return False
-        self._last = (ratio, seed, (M, K, N), ln.name)
+        self._seed_at = seed
+        self._last = last
         self._lean_counted(_clock() - t0)
         return True
 
     def _remember(self, x, w, out, bias, ent, parts, M: int, fmt) -> None:
         """After a lean check that passed: what :meth:`_lean_fast` needs to repeat it for
-        tensors like these (a TensorGuards of x, out, the weight and the bias; at most
-        GUARDS_PER_WEIGHT shapes a weight, the latest first)."""
+        tensors like these (a :class:`_Lean`: a TensorGuards of x, out, the weight and the
+        bias; at most GUARDS_PER_WEIGHT shapes a weight, the latest first)."""
         TG = _TG if _TG is not None else _tensor_guards()
         ver, fp = ent[1], ent[3]
-        if TG is False or fp is None:
+        if TG is False or fp is None or _LEAN_C is None:
             return
         bt = None
         if bias is not None:
             hit = self._bias.get(id(bias))
             if hit is None or hit[1]() is not bias or hit[3] is None:
                 return
-            bt = (hit[1], hit[0][1], hit[0][2], hit[3], hit[2])
-        ln = self._fast.get(id(w))
+            bt = (hit[1], hit[0][1], hit[0][2]) + hit[3]
         r, y, K, N, b2 = parts
-        zoff = 0.0 if bt is None else bt[4]
-        if ln is None or ln.wref() is not w or ln.version != ver[0] or ln.address != ver[1] \
-                or ln.fp is not fp or ln.args[3] is not r or (ln.bias is None) != (bt is None) \
-                or (bt is not None and (ln.bias[0]() is not bias or ln.bias[1:] != bt[1:])):
-            if len(self._fast) >= CACHE_SIZE:
-                self._fast.pop(next(iter(self._fast)))
-            ln = self._fast[id(w)] = _Lean(ent[0], ver[0], ver[1], fp, bt, fmt[1],
-                                            (K, N, fmt[2], r, y, ent[2].b_rms, b2, zoff))
         try:
-            tg = _shape_guard(TG, (x, out, w) if bias is None else (x, out, w, bias))
+            check = _shape_guard(TG, (x, out, w) if bias is None else (x, out, w, bias)).check
         except Exception:  # (tensors it does not take: the property reads go on)
             return
-        ln.guards = [(tg, M)] + ln.guards[:GUARDS_PER_WEIGHT - 1]
+        shape = (check, M, (M, K, N))
+        ln = self._fast.get(id(w))
+        if ln is not None and ln.wref() is w and ln.version == ver[0] \
+                and ln.address == ver[1] and ln.print == fp and ln.r is r \
+                and (ln.bias is None) == (bt is None) \
+                and (bt is None or (ln.bias[0]() is bias and ln.bias[1:] == bt[1:])):
+            self._fast[id(w)] = ln._replace(
+                guards=(shape,) + ln.guards[:GUARDS_PER_WEIGHT - 1])
+            return
+        if len(self._fast) >= CACHE_SIZE:
+            self._fast.pop(next(iter(self._fast)))
+        self._fast[id(w)] = _Lean(ent[0], ver[0], ver[1], *fp, bt, (shape,), K, N, fmt[2],
+                                  r, y, ent[2].b_rms, b2, 0.0 if bt is None else hit[2],
+                                  fmt[1])
 
     def _bias_dot(self, bias, dt, r):
         """b . r for a bias (as the common call computes it), cached on the tensor, its
@@ -643,19 +635,32 @@ class Guard(contextlib.ContextDecorator):
 GUARDS_PER_WEIGHT = 3
 
 
-class _Lean:
-    """What :meth:`Guard._lean_fast` repeats a weight's lean check from: the weight (a
-    weak reference), the version counter, address and fingerprint its projection is valid
-    for, the bias's (weak reference, version, address, fingerprint, b . r) or None, the
-    format's name, the compiled call's fixed arguments (K, N, half, r, y, rms ||W_k||,
-    ||W_k||^2, b . r) and the TensorGuards of the shapes it has passed with, each with its
-    M."""
+class _Lean(NamedTuple):
+    """What ``_fastc.lean`` repeats a weight's lean linear check from (its fields in this
+    order: the compiled call reads them by position, see L_* in _fastc.c)."""
 
-    __slots__ = ("wref", "version", "address", "fp", "bias", "name", "args", "guards")
+    wref: object  # weakref to the weight
+    version: int  # its version counter, address and fingerprint (offsets, item size,
+    address: int  # bytes) the projection is valid for
+    offsets: bytes
+    item: int
+    bytes_: bytes
+    bias: Optional[tuple]  # (weakref, version, address, offsets, item size, bytes) or None
+    guards: tuple  # ((TensorGuards.check, M, (M, K, N)), ...), the latest first
+    K: int
+    N: int
+    half: int  # the compiled check's format (0 float32, 1 bfloat16, 2 float16)
+    r: np.ndarray  # the signs and the projection y = W^T r (float32)
+    y: np.ndarray
+    brms: Optional[float]  # rms_k ||W_k||
+    b2: Optional[np.ndarray]  # ||W_k||^2 (float32 weights)
+    zoff: float  # the bias's b . r
+    name: str  # the format's name
 
-    def __init__(self, wref, version, address, fp, bias, name, args):
-        self.wref, self.version, self.address, self.fp = wref, version, address, fp
-        self.bias, self.name, self.args, self.guards = bias, name, args, []
+    @property
+    def print(self) -> tuple:
+        """The weight's fingerprint, as _print_of gives it."""
+        return (self.offsets, self.item, self.bytes_)
 
 
 def _lean_parts(proj, w, half: int) -> tuple:
