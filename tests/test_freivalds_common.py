@@ -449,3 +449,91 @@ def test_a_compiled_result_makes_its_threshold_and_scale_arrays_when_read():
         got = verify(a, b, c, seed=7)
         got.threshold = "set"  # a field set before it is read stays
         assert np.array_equal(got.noise_scale, ref.noise_scale) and got.threshold == "set"
+
+
+# --- CPU tensors of a shape taken twice: one compiled call, no property reads ------------
+
+def reading(monkeypatch):
+    """Fresh remembered shapes, and a count of the property-reading common calls."""
+    monkeypatch.setattr(_core, "_SHAPES", ())
+    monkeypatch.setattr(_core, "_SEEN", {})
+    seen = []
+    real = _core._common_tensors
+    monkeypatch.setattr(_core, "_common_tensors",
+                        lambda *a: seen.append(1) or real(*a))
+    return seen
+
+
+def tensor_guards_usable():
+    from kcontract.freivalds import _tensorguards
+    return bool(_tensorguards.tensor_guards())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_tensors_of_a_shape_taken_twice_are_then_taken_in_one_call(monkeypatch, dtype):
+    torch = pytest.importorskip("torch")
+    if not tensor_guards_usable():
+        pytest.skip("torch without a usable TensorGuards")
+    g = torch.Generator().manual_seed(2)
+    dt = getattr(torch, dtype)
+    a, b = torch.randn(96, 80, generator=g).to(dt), torch.randn(80, 72, generator=g).to(dt)
+    c = torch.matmul(a.float(), b.float()).to(dt)
+    seen, ptr = reading(monkeypatch), calls(monkeypatch)
+    first = [verify(a, b, c, seed=s) for s in range(2)]  # (seen once, twice: remembered)
+    n = len(seen)
+    assert len(_core._SHAPES) == 1 and n >= 2
+    results = [verify(a, b, c, seed=s) for s in range(2, 6)]
+    assert all(r.passed for r in first + results) and len(ptr) >= 6 and len(seen) == n
+    bad = c.clone()  # (an element off by four times the threshold: found)
+    bad[5, 6] += 4 * float(np.max(results[-1].threshold))
+    res = verify(a, b, bad)
+    assert not res.passed and (5, 6) in res.suspect_elements and len(seen) == n
+    # the same screen as the property-reading call's with the same seed
+    monkeypatch.setattr(_core, "_SHAPES", ())
+    assert verify(a, b, c, seed=5).screen_ratio == results[-1].screen_ratio
+    assert len(seen) == n + 1
+
+
+@pytest.mark.parametrize("case", ["neg", "transposed", "dtype", "shape", "grad", "subclass"])
+def test_tensors_unlike_a_remembered_shape_are_read_anew(monkeypatch, case):
+    torch = pytest.importorskip("torch")
+    if not tensor_guards_usable():
+        pytest.skip("torch without a usable TensorGuards")
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(96, 80, generator=g), torch.randn(80, 72, generator=g)
+    c = torch.matmul(a, b)
+    seen = reading(monkeypatch)
+    for s in range(3):
+        assert verify(a, b, c, seed=s).passed
+    n = len(seen)
+    assert verify(a, b, c, seed=3).passed and len(seen) == n and len(_core._SHAPES) == 1
+    cc, want = c, True
+    if case == "neg":  # memory holding c, values -c: a wrong product
+        cc, want = torch._neg_view(c), False
+    elif case == "transposed":
+        cc = c.T.contiguous().T
+    elif case == "dtype":
+        a, b, cc = a.double(), b.double(), torch.matmul(a.double(), b.double())
+    elif case == "shape":
+        a = torch.cat([a, a])
+        cc = torch.matmul(a, b)
+    elif case == "grad":
+        a = a.clone().requires_grad_(True)
+    elif case == "subclass":
+        class Sub(torch.Tensor):
+            pass
+        a = a.as_subclass(Sub)
+    assert verify(a, b, cc).passed is want
+    assert (len(seen) > n) is (case != "subclass")  # (a subclass: the general path at once)
+
+
+def test_at_most_a_few_shapes_are_remembered(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if not tensor_guards_usable():
+        pytest.skip("torch without a usable TensorGuards")
+    reading(monkeypatch)
+    for m in range(64, 64 + _core.SHAPES_KEPT + 2):
+        a, b = torch.randn(m, 80), torch.randn(80, 72)
+        for _ in range(2):
+            assert verify(a, b, torch.matmul(a, b)).passed
+    assert [s[1][0] for s in _core._SHAPES] == list(range(64 + _core.SHAPES_KEPT + 1, 65, -1))

@@ -415,7 +415,7 @@ def test_a_bias_written_through_data_is_not_checked_with_its_old_product():
 
 # --- the lean check for a weight, a bias and shapes it has passed with before -----------
 
-from kcontract.freivalds import _guard  # noqa: E402
+from kcontract.freivalds import _guard, _tensorguards  # noqa: E402
 
 
 def counting_lean(monkeypatch):
@@ -427,7 +427,7 @@ def counting_lean(monkeypatch):
     return seen
 
 
-needs_guards = pytest.mark.skipif(not _guard._tensor_guards(),
+needs_guards = pytest.mark.skipif(not _tensorguards.tensor_guards(),
                                   reason="torch without a usable TensorGuards")
 
 
@@ -550,7 +550,7 @@ def test_new_signs_forget_the_remembered_checks():
 
 
 def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
-    monkeypatch.setattr(_guard, "_TG", False)
+    monkeypatch.setattr(_tensorguards, "_TG", False)
     x, w, b = layer(16, 256, 192, torch.float32, True, 6)
     out = product(x, w, b)
     lean = counting_lean(monkeypatch)
@@ -582,13 +582,13 @@ class _Always(_Blind):
 
 @pytest.mark.parametrize("fake", [_Blind, _Always])
 def test_a_tensor_check_that_misses_a_difference_is_refused(fake):
-    assert not _guard._tensor_guards_sound(fake, torch)
+    assert not _tensorguards.sound(fake, torch)
 
 
 @needs_guards
 def test_torchs_tensor_check_passes_the_self_test():
     from torch._C._dynamo.guards import TensorGuards
-    assert _guard._tensor_guards_sound(TensorGuards, torch)
+    assert _tensorguards.sound(TensorGuards, torch)
 
 
 @pytest.mark.parametrize("what", ["weight", "bias"])

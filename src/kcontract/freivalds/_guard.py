@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import UsageError
 from ._core import (DEFAULT_FALSE_ALARM, FreivaldsResult, NonFiniteOperandError,
                     ProductCheckError, verify)
-from . import _backend, _cblas, _core
+from . import _backend, _cblas, _core, _tensorguards
 from ._screen import ROW_RELIEF_MIN, Projection, b_rms, signs
 
 _GOLDEN = 0x9E3779B97F4A7C15  # the lean checks' seeds: base + n x this (mod 2^62)
@@ -554,7 +554,7 @@ class Guard(contextlib.ContextDecorator):
         """After a lean check that passed: what :meth:`_lean_fast` needs to repeat it for
         tensors like these (a :class:`_Lean`: a TensorGuards of x, out, the weight and the
         bias; at most GUARDS_PER_WEIGHT shapes a weight, the latest first)."""
-        TG = _TG if _TG is not None else _tensor_guards()
+        TG = _tensorguards.tensor_guards()
         ver, fp = ent[1], ent[3]
         if TG is False or fp is None or _LEAN_C is None:
             return
@@ -566,7 +566,8 @@ class Guard(contextlib.ContextDecorator):
             bt = (hit[1], hit[0][1], hit[0][2]) + hit[3]
         r, y, K, N, b2 = parts
         try:
-            check = _shape_guard(TG, (x, out, w) if bias is None else (x, out, w, bias)).check
+            check = _tensorguards.shape_guard(TG, (x, out, w) if bias is None
+                                              else (x, out, w, bias)).check
         except Exception:  # (tensors it does not take: the property reads go on)
             return
         shape = (check, M, (M, K, N))
@@ -703,58 +704,6 @@ def _torch():
         _LEAN.setdefault(dt, (torch.float32, name, half))
     _TORCH = torch
     return torch
-
-
-#: torch's compiled check of tensors' properties, or False where it is not to be used
-#: (see :func:`_tensor_guards`); None until first asked
-_TG = None
-
-
-def _tensor_guards():
-    """torch's compiled check of tensors' properties (``TensorGuards`` of its compiler's
-    guards: one call compares each tensor's Python type, dispatch keys -- device, layout,
-    the negation and conjugation bits --, dtype, requires_grad, sizes and strides with
-    those of the tensors it was made from), where torch has it and it behaves so here:
-    a self-test made once refuses it if one of the differences the lean check relies on
-    is not seen.  False where it is not to be used (the lean check then reads each
-    property through its own call)."""
-    global _TG
-    if _TG is None:
-        _TG = False
-        try:
-            from torch._C._dynamo.guards import TensorGuards
-            torch = _TORCH or _torch()
-            _TG = TensorGuards if _tensor_guards_sound(TensorGuards, torch) else False
-        except Exception:  # (not there, or not the interface this was written for)
-            _TG = False
-    return _TG
-
-
-def _shape_guard(TG, tensors):
-    """A TensorGuards for these tensors' exact sizes and strides."""
-    return TG(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
-              dynamic_dims_strides=[list(t.stride()) for t in tensors])
-
-
-def _tensor_guards_sound(TG, torch) -> bool:
-    """Whether TensorGuards, made from contiguous float32 CPU tensors, passes their like
-    and refuses each change the lean check must see."""
-    a, b = torch.zeros(2, 64), torch.nn.Parameter(torch.zeros(3, 64), requires_grad=False)
-    g = _shape_guard(TG, (a, b))
-    if not (g.check(a, b) and g.check(torch.ones(2, 64), b)):
-        return False
-    other = [
-        torch._neg_view(a),  # memory that is not the value
-        a.double(), a.bfloat16(),
-        torch.zeros(4, 64)[::2], torch.zeros(2, 65)[:, :64], torch.zeros(64, 2).T,
-        torch.zeros(1, 64), torch.zeros(2, 64, 1), torch.zeros(128),
-        a.to_sparse(), torch.zeros(2, 64, device="meta"),
-        torch.zeros(2, 64, requires_grad=True),
-        torch.nn.Parameter(torch.zeros(2, 64), requires_grad=False),  # another type
-    ]
-    if any(g.check(t, b) for t in other):
-        return False
-    return not g.check(a, torch.zeros(3, 64))  # (the weight's type: a plain tensor)
 
 
 def _make_mode(g: Guard):
