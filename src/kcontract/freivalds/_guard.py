@@ -718,11 +718,14 @@ def _make_mode(g: Guard):
     linear = {F.linear}
 
     off = torch._C.DisableTorchFunction
+    watched = set(plain) | rmat | linear
 
     class _Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
+            if func not in watched:  # (every other torch function: passed straight on)
+                return out
             with off():  # (the check's own torch calls reach no mode entered before it)
                 return self._checked(func, args, kwargs, out)
 
