@@ -69,6 +69,34 @@ def test_order_statistics_are_exact_with_ties_and_a_nan():
     assert fastc.screen_stats(d, None, 1, buf, 250, 450, blk, 0, blk, 0, d, 1, 0)[0] == np.inf
 
 
+@pytest.mark.parametrize("M", [1, 2, 3, 7, 8, 9, 17, 128, 511, 512, 513, 2000])
+@pytest.mark.parametrize("kind", ["distinct", "ties", "zeros", "equal", "sorted", "tiny"])
+def test_order_statistics_are_numpys_at_every_size(M, kind):
+    """Up to 512 values the statistics are selected without data-dependent branches, past
+    it in place by quickselect: both give numpy's order statistics, whatever the ties."""
+    rng = np.random.default_rng(M)
+    buf = np.empty(2 * M)
+    blk = np.ones((1, 8), np.float32)
+    for trial in range(20):
+        d = rng.random(M)
+        if kind == "ties":
+            d = np.round(d, 1)
+        elif kind == "zeros":
+            d[rng.random(M) < 0.7] = 0.0
+        elif kind == "equal":
+            d[:] = 0.25
+        elif kind == "sorted":
+            d = np.sort(d)[::-1].copy() if trial % 2 else np.sort(d)
+        elif kind == "tiny":
+            d = d * 1e-310  # (subnormals)
+        ks = sorted({0, M // 2, (9 * M) // 10, M - 1, int(rng.integers(M))})
+        for k, k9 in zip(ks, ks[1:] + [-1]):
+            st = fastc.screen_stats(d, None, 1, buf, k, k9, blk, 0, blk, 0, d[:8], 1, 0)
+            part = np.sort(d)
+            assert st[0] == d.max() and st[1] == part[k]
+            assert (st[2] == part[k9]) if k9 >= 0 else math.isnan(st[2])
+
+
 def test_16bit_blocks_are_read_exactly():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 37)).astype(np.float32)

@@ -290,8 +290,61 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
     return a[k];
 }
 
+/* The k-th smallest of n finite doubles a[0:n] without data-dependent branches in its
+ * passes (select_k's comparisons are mispredicted about half the time on fresh data: on
+ * the 128 residuals of each matrix of an attention batch that cost more than the matrix's
+ * three products).  Each pass writes every element to both of two buffers, advancing the
+ * "below the pivot" or "above" end by the comparison's outcome, and counts the equal ones;
+ * the pass then goes on in the part that holds the k-th, or returns the pivot.  The value
+ * is select_k's (the k-th order statistic is one value).  buf: 4 SELECT_MAX doubles. */
+#define SELECT_MAX 512
+static double select_flat(const double *a, Py_ssize_t n, Py_ssize_t k, double *buf) {
+    double *lo = buf, *hi = buf + SELECT_MAX;
+    for (int pass = 0; n > 0; pass++) {
+        if (n <= 8) {  /* a few left: each one's rank among them */
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Py_ssize_t below = 0, same = 0;
+                for (Py_ssize_t j = 0; j < n; j++) {
+                    below += a[j] < a[i];
+                    same += a[j] == a[i];
+                }
+                if (below <= k && k < below + same) return a[i];
+            }
+            return a[k]; /* (not reached for finite values) */
+        }
+        double x = a[0], y = a[n / 2], z = a[n - 1];
+        double p = (x < y) ? ((y < z) ? y : ((x < z) ? z : x))
+                           : ((x < z) ? x : ((y < z) ? z : y));
+        Py_ssize_t nl = 0, ng = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = a[i];
+            lo[nl] = v;
+            hi[ng] = v;
+            nl += v < p;
+            ng += v > p;
+        }
+        Py_ssize_t ne = n - nl - ng;
+        if (k < nl) {
+            a = lo;
+            n = nl;
+        } else if (k < nl + ne) {
+            return p;
+        } else {
+            a = hi;
+            k -= nl + ne;
+            n = ng;
+        }
+        /* the next pass writes to the other pair of buffers */
+        double *other = (a == buf || a == buf + SELECT_MAX) ? buf + 2 * SELECT_MAX : buf;
+        lo = other;
+        hi = other + SELECT_MAX;
+    }
+    return NAN;
+}
+
 /* max |d| (NaN where d holds one), and the order statistics kmed and k9 (k9 < 0: none) of
- * d[0:M], selected in a copy at tmp[0:M] */
+ * d[0:M], selected in a copy at tmp[0:M] (up to SELECT_MAX values: select_flat, without
+ * the copy) */
 static void order_stats_in(const double *d, double *tmp, Py_ssize_t M, Py_ssize_t kmed,
                            Py_ssize_t k9, double *dmax_out, double *dk_out, double *dk9_out) {
     double dmax = 0.0, dk = NAN, dk9 = NAN;
@@ -300,7 +353,11 @@ static void order_stats_in(const double *d, double *tmp, Py_ssize_t M, Py_ssize_
         if (d[i] > dmax) dmax = d[i];
         else if (d[i] != d[i]) nan = 1;
     }
-    if (!nan && isfinite(dmax)) {
+    if (!nan && isfinite(dmax) && M <= SELECT_MAX) {
+        double buf[4 * SELECT_MAX];
+        dk = select_flat(d, M, kmed, buf);
+        if (k9 >= 0) dk9 = select_flat(d, M, k9, buf);
+    } else if (!nan && isfinite(dmax)) {
         memcpy(tmp, d, (size_t)M * sizeof(double));
         if (k9 >= 0) {  /* the larger statistic first: the smaller one is then left of it */
             dk9 = select_k(tmp, M, k9);
