@@ -408,7 +408,7 @@ class Guard(contextlib.ContextDecorator):
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
         if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
-            if self._fast and self.cache_weights:  # (_lean_fast, written out)
+            if self._fast and self.cache_weights:  # (_lean_fast inline: a call costs µs here)
                 t0 = _clock()
                 seed = (self._seed_at + _STEP) & _SEED_MASK
                 last = _LEAN_C(self._fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
