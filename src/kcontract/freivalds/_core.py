@@ -455,14 +455,23 @@ def _common(a, b, c, seed=None, max_rows=0):
         if torch is None or type(a) is not torch.Tensor or type(b) is not torch.Tensor \
                 or type(c) is not torch.Tensor:
             return None
-        for g in _SHAPES:  # (tensors like those of a shape taken twice: one compiled call)
-            if g[0](a, b, c):
-                out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), *g[1], 1, seed)
+        for check, args in _SHAPES:  # (tensors like a shape taken twice: no property reads)
+            if check(a, b, c):
                 break
         else:
-            out = _common_tensors(torch, a, b, c, seed, max_rows)
-            if type(out) is not tuple or len(out) == 1:  # (a batch's outcome: returned)
-                return out if type(out) is not tuple else out[0]
+            args = _tensor_args(torch, a, b, c)
+            if args is None:
+                return None
+            if args is _BATCH:
+                try:  # a batch of strided views (attention's q, k^T, v of a fused projection)
+                    return _common_batch(a.numpy(), b.numpy(), c.numpy(), 1, seed, max_rows)
+                except (RuntimeError, TypeError):  # a tensor numpy cannot view
+                    return None
+            _remember_shape(a, b, c, args)
+        # contiguous CPU tensors of checked formats and shapes, read at their addresses (one
+        # call into torch each; a numpy view costs tens of microseconds right after a
+        # product)
+        out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), *args, 1, seed)
     if out is None:
         return None
     if len(out) == 7:  # the shape's first call: its plan, then the call again
@@ -479,24 +488,24 @@ def _common(a, b, c, seed=None, max_rows=0):
 
 
 #: shapes of CPU tensors verify's common call has taken twice: (TensorGuards(a, b, c).check,
-#: the compiled call's (M, K, N, half, citem)), the latest first; and the shapes seen once
-#: (see _tensorguards)
+#: the compiled call's (M, K, N, half, citem)), the latest first; and the arguments of those
+#: seen once, the latest SEEN_KEPT (see _tensorguards)
 _SHAPES: tuple = ()
 _SEEN: dict = {}
-SHAPES_KEPT = 4
+SHAPES_KEPT, SEEN_KEPT = 4, 16
+_BATCH = object()  # (_tensor_args: a batch of matrices)
 
 
 def _remember_shape(a, b, c, args: tuple) -> None:
-    """After the common call took tensors a, b, c (each property read by its own call):
-    the second time their shapes and formats are seen, a TensorGuards of them is kept in
-    _SHAPES (at most SHAPES_KEPT), so that the next like them are taken in one call."""
+    """After the common call's property reads took tensors a, b, c: the second time the
+    same call arguments (shapes and formats) are seen, a TensorGuards of the tensors is
+    kept in _SHAPES (at most SHAPES_KEPT), so that the next like them are taken without
+    the reads."""
     global _SHAPES
-    key = (a.shape, b.shape, c.shape, a.dtype, c.dtype, a.requires_grad, b.requires_grad,
-           c.requires_grad)
-    if _SEEN.pop(key, None) is None:
-        if len(_SEEN) >= 16:
+    if _SEEN.pop(args, None) is None:
+        if len(_SEEN) >= SEEN_KEPT:
             _SEEN.pop(next(iter(_SEEN)))
-        _SEEN[key] = True
+        _SEEN[args] = True
         return
     TG = _tensorguards.tensor_guards()
     if TG is False:
@@ -508,10 +517,10 @@ def _remember_shape(a, b, c, args: tuple) -> None:
     _SHAPES = ((check, args),) + _SHAPES[:SHAPES_KEPT - 1]
 
 
-def _common_tensors(torch, a, b, c, seed, max_rows):
-    """:func:`_common` for exact CPU torch tensors, each property read by its own call:
-    the compiled call's output for one product (None where it does not apply), or a
-    batch's outcome as a 1-tuple (or None)."""
+def _tensor_args(torch, a, b, c):
+    """What :func:`_common` takes of exact torch tensors, each property read by its own
+    call: the compiled call's (M, K, N, half, citem) for one C-contiguous CPU product of
+    its formats, _BATCH for a float32 / float64 batch, None for anything else."""
     if not (a.is_cpu and b.is_cpu and c.is_cpu) \
             or a.is_neg() or b.is_neg() or c.is_neg():  # (memory that is not the value)
         return None
@@ -521,29 +530,15 @@ def _common_tensors(torch, a, b, c, seed, max_rows):
         return None
     sa, sb, sc = a.shape, b.shape, c.shape
     if len(sa) > 2:
-        if half or c.dtype is not dt:
-            return None
-        try:  # a batch of strided views (attention's q, k^T, v of a fused projection)
-            return (_common_batch(a.numpy(), b.numpy(), c.numpy(), 1, seed, max_rows),)
-        except (RuntimeError, TypeError):  # a tensor numpy cannot view
-            return None
+        return _BATCH if not half and c.dtype is dt else None
     if not (a.is_contiguous() and b.is_contiguous() and c.is_contiguous()):
         return None
     if len(sa) != 2 or len(sb) != 2 or len(sc) != 2 or sb[0] != sa[1] \
             or sc[0] != sa[0] or sc[1] != sb[1]:
         return None
-    # contiguous CPU tensors of checked formats and shapes, read at their addresses (one
-    # call into torch each; a numpy view costs tens of microseconds right after a
-    # product)
     citem = c.element_size() if c.dtype is dt else 4 if c.dtype is torch.float32 \
         and half else 0
-    if not citem:
-        return None
-    args = (sa[0], sa[1], sb[1], half, citem)
-    out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), *args, 1, seed)
-    if out is not None and len(out) != 7:
-        _remember_shape(a, b, c, args)
-    return out
+    return (sa[0], sa[1], sb[1], half, citem) if citem else None
 
 
 def _common_batch(a, b, c, backend: int, seed=None, max_rows=0):
