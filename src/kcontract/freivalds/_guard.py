@@ -408,14 +408,9 @@ class Guard(contextlib.ContextDecorator):
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
         if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
-            if self._fast and self.cache_weights:  # (_lean_fast inline: a call costs µs here)
-                t0 = _clock()
-                seed = (self._seed_at + _STEP) & _SEED_MASK
-                last = _LEAN_C(self._fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
-                if last is not None:
-                    self._seed_at = seed
-                    self._last = last
-                    return self._lean_counted(_clock() - t0)
+            if self._fast and self.cache_weights \
+                    and self._lean_fast(x, weight, out, bias, _clock()):
+                return
             return self._linear_now(x, weight, out, bias, False)
         if self.sample < 1.0 and self._sampled_out():
             return
@@ -514,20 +509,11 @@ class Guard(contextlib.ContextDecorator):
         return True
 
     def _lean_counted(self, dt: float) -> None:
-        """A lean check made (it passed): counted, its seconds, a cache hit (what
-        :meth:`_count` and :meth:`_cache_hit` do, in one step)."""
-        st = self.stats
-        st.calls += 1
-        st.checked += 1
-        st.seconds += dt
-        op = st.by_op.get("linear")
-        if op is None:
-            op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
-        op[0] += 1
-        op[1] += dt
-        st.cache_hits += 1
-        if st.cache_hits == self._refresh_at:
-            self._new_signs()
+        """A lean check made (it passed): counted, its seconds, a cache hit."""
+        self.stats.calls += 1
+        self.stats.seconds += dt
+        self._count("linear", dt, False)
+        self._cache_hit()
 
     def _lean_fast(self, x, w, out, bias, t0: float) -> bool:
         """The lean linear check (:meth:`_lean_linear`) for a weight, a bias and shapes it
