@@ -1669,6 +1669,25 @@ static void row_sums(const char *X, int kind, int trans, Py_ssize_t ld, Py_ssize
 /* batches whose matrices ran on the registered pool (see run_stage1_batch) */
 static unsigned long long pool_batches;
 
+/* whether the itemsize bytes at base + each native int64 of offs equal those of want (peek
+ * with expected bytes); -1 (no error set) for malformed arguments */
+static int same_bytes(uintptr_t base, PyObject *offs, PyObject *item_o, PyObject *want) {
+    Py_ssize_t item = PyLong_AsSsize_t(item_o);
+    if (item == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (base == 0 || item < 1 || item > 16 || !PyBytes_Check(offs) || !PyBytes_Check(want)
+        || PyBytes_GET_SIZE(offs) % 8
+        || PyBytes_GET_SIZE(want) != PyBytes_GET_SIZE(offs) / 8 * item)
+        return -1;
+    Py_ssize_t n = PyBytes_GET_SIZE(offs) / 8;
+    const char *ob = PyBytes_AS_STRING(offs), *wb = PyBytes_AS_STRING(want);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t off;
+        memcpy(&off, ob + 8 * i, 8);
+        if (memcmp((const char *)base + off, wb + i * item, (size_t)item)) return 0;
+    }
+    return 1;
+}
+
 /* peek(address, offsets, itemsize[, expected]) -> bytes, or whether they equal expected:
  * the itemsize bytes at address + offsets[i] for each native int64 in the bytes object
  * offsets (a few sampled elements of a CPU tensor whose address, shape and strides the
@@ -1689,17 +1708,9 @@ static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
                                           "offsets / expected bytes of the wrong size");
         return NULL;
     }
+    if (nargs == 4) return PyBool_FromLong(same_bytes(base, args[1], args[2], args[3]) == 1);
     Py_ssize_t n = PyBytes_GET_SIZE(args[1]) / 8;
     const char *ob = PyBytes_AS_STRING(args[1]);
-    if (nargs == 4) {
-        const char *want = PyBytes_AS_STRING(args[3]);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t off;
-            memcpy(&off, ob + 8 * i, 8);
-            if (memcmp((const char *)base + off, want + i * item, (size_t)item)) Py_RETURN_FALSE;
-        }
-        Py_RETURN_TRUE;
-    }
     PyObject *out = PyBytes_FromStringAndSize(NULL, n * item);
     if (out == NULL) return NULL;
     char *dst = PyBytes_AS_STRING(out);
@@ -1709,25 +1720,6 @@ static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         memcpy(dst + i * item, (const char *)base + off, (size_t)item);
     }
     return out;
-}
-
-/* whether the itemsize bytes at base + each native int64 of offs equal those of want (peek
- * with expected bytes); -1 (no error set) for malformed arguments */
-static int same_bytes(uintptr_t base, PyObject *offs, PyObject *item_o, PyObject *want) {
-    Py_ssize_t item = PyLong_AsSsize_t(item_o);
-    if (item == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (base == 0 || item < 1 || item > 16 || !PyBytes_Check(offs) || !PyBytes_Check(want)
-        || PyBytes_GET_SIZE(offs) % 8
-        || PyBytes_GET_SIZE(want) != PyBytes_GET_SIZE(offs) / 8 * item)
-        return -1;
-    Py_ssize_t n = PyBytes_GET_SIZE(offs) / 8;
-    const char *ob = PyBytes_AS_STRING(offs), *wb = PyBytes_AS_STRING(want);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t off;
-        memcpy(&off, ob + 8 * i, 8);
-        if (memcmp((const char *)base + off, wb + i * item, (size_t)item)) return 0;
-    }
-    return 1;
 }
 
 static PyObject *str_version, *str_data_ptr;
