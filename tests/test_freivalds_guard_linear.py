@@ -631,3 +631,21 @@ def test_the_compiled_remembered_check_refuses_what_is_not_its_entry():
     assert lean(g._fast, x, out, w, b, 7, 0.5) is None  # (a bias it was not made with)
     ratio, seed, shape, name = lean(g._fast, x, out, w, None, 7, 0.5)
     assert seed == 7 and shape == (16, 256, 192) and name == "float32" and 0 <= ratio <= 1
+
+
+@needs_guards
+def test_a_remembered_check_holds_no_activation():
+    """The remembered TensorGuards keep the tensors' properties, not the tensors: x and
+    out are freed once the caller drops them."""
+    import gc
+    import weakref
+    x, w, _ = layer(16, 256, 192, torch.float32, False, 2)
+    out = product(x, w, None)
+    g = Guard(seed=3)
+    for _ in range(3):
+        g.check_linear(x, w, out)
+    assert id(w) in g._fast
+    refs = weakref.ref(x), weakref.ref(out)
+    del x, out
+    gc.collect()
+    assert refs[0]() is None and refs[1]() is None
