@@ -300,7 +300,7 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
 #define SELECT_MAX 512
 static double select_flat(const double *a, Py_ssize_t n, Py_ssize_t k, double *buf) {
     double *lo = buf, *hi = buf + SELECT_MAX;
-    for (int pass = 0; n > 0; pass++) {
+    while (n > 0) {
         if (n <= 8) {  /* a few left: each one's rank among them */
             for (Py_ssize_t i = 0; i < n; i++) {
                 Py_ssize_t below = 0, same = 0;
@@ -1354,46 +1354,7 @@ static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_s
     return worst;
 }
 
-/* linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed, b2=None, relief_min=0) -> screen ratio, None, or
- * (M, K, N, item, half, citem, backend)
- * The guard's check of a linear product out = x W^T (+ bias) with a cached projection
- * y = W^T r: x (M x K) and out (M x N) C-contiguous CPU tensors given by their data
- * addresses (the caller holds them and has checked their layout: one call into torch for
- * each instead of a numpy view's), float32 (half 0) or bfloat16 / float16 bits (half 1 /
- * 2, out in the same format); r, y float32 arrays; brms: rms_k ||W_k|| (None: read off y);
- * zoff: a bias's b . r.  Stage 1 and the screen of common with the given projection (the
- * plan of shape M x K x N, backend 1); the ratio where every row clears the screen, None
- * where one does not or the statistics do not decide, the plan's key where the shape has
- * none yet (register it, then call again).  b2 (float32 ||W_k||^2 for each of the K
- * columns of W, float32 products only): where the screen does not clear and the screen
- * was calibrated, the per-row second look (relieved_ratio) decides: its ratio where every
- * row clears its own noise, else None. */
-static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t K,
-                            Py_ssize_t N, Py_ssize_t half, PyObject *ro, PyObject *yo,
-                            double brms, double zoff, uint64_t seed, PyObject *b2o,
-                            double relief_min);
-
-static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11 && nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, "
-                                         "zoff, seed, b2=None, relief_min=0)");
-        return NULL;
-    }
-    PyObject *b2o = nargs == 13 && args[11] != Py_None ? args[11] : NULL;
-    double relief_min = nargs == 13 ? PyFloat_AsDouble(args[12]) : 0.0;
-    uintptr_t xp = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
-    uintptr_t op = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
-    Py_ssize_t M = PyLong_AsSsize_t(args[2]), K = PyLong_AsSsize_t(args[3]);
-    Py_ssize_t N = PyLong_AsSsize_t(args[4]), half = PyLong_AsSsize_t(args[5]);
-    double brms = args[8] == Py_None ? -1.0 : PyFloat_AsDouble(args[8]);
-    double zoff = PyFloat_AsDouble(args[9]);
-    uint64_t seed = PyLong_AsUnsignedLongLong(args[10]);
-    if (PyErr_Occurred()) return NULL;
-    return linear_run(xp, op, M, K, N, half, args[6], args[7], brms, zoff, seed, b2o,
-                      relief_min);
-}
-
-/* linear's check from its parsed arguments (b2o: NULL for none) */
+/* linear's check (below) from its parsed arguments (b2o: NULL for none) */
 static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t K,
                             Py_ssize_t N, Py_ssize_t half, PyObject *ro, PyObject *yo,
                             double brms, double zoff, uint64_t seed, PyObject *b2o,
@@ -1468,6 +1429,40 @@ done:
     PyBuffer_Release(&rv);
     PyBuffer_Release(&yv);
     return out;
+}
+
+/* linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, zoff, seed, b2=None, relief_min=0) -> screen ratio, None, or
+ * (M, K, N, item, half, citem, backend)
+ * The guard's check of a linear product out = x W^T (+ bias) with a cached projection
+ * y = W^T r: x (M x K) and out (M x N) C-contiguous CPU tensors given by their data
+ * addresses (the caller holds them and has checked their layout: one call into torch for
+ * each instead of a numpy view's), float32 (half 0) or bfloat16 / float16 bits (half 1 /
+ * 2, out in the same format); r, y float32 arrays; brms: rms_k ||W_k|| (None: read off y);
+ * zoff: a bias's b . r.  Stage 1 and the screen of common with the given projection (the
+ * plan of shape M x K x N, backend 1); the ratio where every row clears the screen, None
+ * where one does not or the statistics do not decide, the plan's key where the shape has
+ * none yet (register it, then call again).  b2 (float32 ||W_k||^2 for each of the K
+ * columns of W, float32 products only): where the screen does not clear and the screen
+ * was calibrated, the per-row second look (relieved_ratio) decides: its ratio where every
+ * row clears its own noise, else None. */
+static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "linear(x_ptr, out_ptr, M, K, N, half, r, y, brms, "
+                                         "zoff, seed, b2=None, relief_min=0)");
+        return NULL;
+    }
+    PyObject *b2o = nargs == 13 && args[11] != Py_None ? args[11] : NULL;
+    double relief_min = nargs == 13 ? PyFloat_AsDouble(args[12]) : 0.0;
+    uintptr_t xp = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    uintptr_t op = (uintptr_t)PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t M = PyLong_AsSsize_t(args[2]), K = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t N = PyLong_AsSsize_t(args[4]), half = PyLong_AsSsize_t(args[5]);
+    double brms = args[8] == Py_None ? -1.0 : PyFloat_AsDouble(args[8]);
+    double zoff = PyFloat_AsDouble(args[9]);
+    uint64_t seed = PyLong_AsUnsignedLongLong(args[10]);
+    if (PyErr_Occurred()) return NULL;
+    return linear_run(xp, op, M, K, N, half, args[6], args[7], brms, zoff, seed, b2o,
+                      relief_min);
 }
 
 /* common's check of A B = C (buffers of checked kinds and shapes): see common */
