@@ -456,13 +456,14 @@ def test_repeated_checks_take_the_path_without_property_reads(monkeypatch, dtype
 
 @needs_guards
 @pytest.mark.parametrize("bias", [False, True])
-def test_a_wrong_element_is_caught_after_the_path_is_taken(bias):
+def test_a_wrong_element_is_caught_after_the_path_is_taken(monkeypatch, bias):
     x, w, b = layer(16, 2048, 1024, torch.float32, bias, 12)
     out = product(x, w, b)
     g = Guard(seed=8)
     for _ in range(3):
         g.check_linear(x, w, out, b)
     assert id(w) in g._fast
+    lean = counting_lean(monkeypatch)  # (a row beyond the screen: verify at once)
     # (twice what verify reports as the threshold, as in the test without the path)
     err = 2 * float(np.max(verify(x, w.T, out, bias=b, seed=1).threshold))
     rng = np.random.default_rng(5)
@@ -474,7 +475,7 @@ def test_a_wrong_element_is_caught_after_the_path_is_taken(bias):
             g.check_linear(x, w, bad, b)
         assert (i, j) in ei.value.result.suspect_elements
     g.check_linear(x, w, out, b)
-    assert g.failed == 6 and g.checked == 10
+    assert g.failed == 6 and g.checked == 10 and len(lean) == 0
 
 
 @needs_guards

@@ -1819,9 +1819,11 @@ static PyObject *lean_entry(PyObject *e, PyObject *x, PyObject *out, PyObject *w
     if (PyErr_Occurred()) return NULL;
     PyObject *ratio = linear_run(xp, op, M, K, N, half, E(L_R), E(L_Y), brms, zoff, seed,
                                  E(L_B2) == Py_None ? NULL : E(L_B2), relief_min);
-    if (ratio == NULL || !PyFloat_Check(ratio)) { /* an error; a row beyond; no plan */
-        if (ratio == NULL) return NULL;
+    if (ratio == NULL) return NULL;
+    if (!PyFloat_Check(ratio)) { /* a row beyond the screen (None): False; no plan: None */
+        int beyond = ratio == Py_None;
         Py_DECREF(ratio);
+        if (beyond) Py_RETURN_FALSE;
         Py_RETURN_NONE;
     }
     PyObject *sd = PyLong_FromUnsignedLongLong(seed);
@@ -1833,15 +1835,17 @@ static PyObject *lean_entry(PyObject *e, PyObject *x, PyObject *out, PyObject *w
 #undef E
 }
 
-/* lean(fast, x, out, w, bias, seed, relief_min) -> (ratio, seed, (M, K, N), name) or None
+/* lean(fast, x, out, w, bias, seed, relief_min) -> (ratio, seed, (M, K, N), name), False
+ * or None
  * The guard's lean linear check repeated for a weight it has passed before, without a call
  * into Python between its steps: the entry fast[id(w)] (a _Lean tuple, see L_*) must refer
  * to w (and to bias, or have none where bias is None); one of its TensorGuards' checks
  * must pass (x, out, w[, bias]); w's (and bias's) version counter and data address must be
  * the remembered ones and their sampled bytes unchanged; then linear's check of x and out
  * at their addresses with the remembered projection.  None where any of this does not
- * hold, or a row is beyond the screen (the caller goes on to the check that reads each
- * property, or verify); an error where torch raises one. */
+ * hold (the caller goes on to the check that reads each property), False where the check
+ * was made and a row is beyond the screen or its statistics do not decide (verify decides);
+ * an error where torch raises one. */
 static PyObject *lean(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7 || !PyDict_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError,

@@ -408,10 +408,7 @@ class Guard(contextlib.ContextDecorator):
         weight projection, the common case runs in one compiled call from host views of x and
         out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
         if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
-            if self._fast and self.cache_weights \
-                    and self._lean_fast(x, weight, out, bias, _clock()):
-                return
-            return self._linear_now(x, weight, out, bias, False)
+            return self._linear_now(x, weight, out, bias)
         if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
@@ -424,14 +421,17 @@ class Guard(contextlib.ContextDecorator):
                     return
         self._linear_now(x, weight, out, bias)
 
-    def _linear_now(self, x, weight, out, bias, fast: bool = True) -> None:
-        """:meth:`check_linear` after sampling: the lean paths (``fast``: the one without
-        property reads too), else :func:`verify`."""
+    def _linear_now(self, x, weight, out, bias) -> None:
+        """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
+        the one that reads each property), else :func:`verify` -- at once where the
+        remembered check was made and a row is beyond its screen (the other lean check would
+        make the same products again)."""
         if self.cache_weights:
             t0 = _clock()
-            if fast and self._fast and self._lean_fast(x, weight, out, bias, t0):
+            made = self._lean_fast(x, weight, out, bias, t0) if self._fast else None
+            if made:
                 return
-            if self._lean_linear(x, weight, out, bias):
+            if made is None and self._lean_linear(x, weight, out, bias):
                 self._lean_counted(_clock() - t0)
                 return
         try:
@@ -515,7 +515,7 @@ class Guard(contextlib.ContextDecorator):
         self._count("linear", dt, False)
         self._cache_hit()
 
-    def _lean_fast(self, x, w, out, bias, t0: float) -> bool:
+    def _lean_fast(self, x, w, out, bias, t0: float) -> Optional[bool]:
         """The lean linear check (:meth:`_lean_linear`) for a weight, a bias and shapes it
         has passed with before (see :meth:`_remember`), in one compiled call
         (``_fastc.lean``) without reading the tensors' properties one call at a time from
@@ -524,13 +524,13 @@ class Guard(contextlib.ContextDecorator):
         types, dispatch keys (CPU, dense, no negation bit), dtypes, sizes and strides
         with those the check passed with; then the weight's and the bias's version
         counters, addresses and sampled bytes, as there.  True where the check was made
-        and every row clears the screen (counted from t0); False where this path does not
-        apply (the caller goes on to :meth:`_lean_linear`) or a row is beyond the
-        screen."""
+        and every row clears the screen (counted from t0); False where it was made and a
+        row is beyond the screen (verify decides); None where this path does not apply
+        (the caller goes on to :meth:`_lean_linear`)."""
         seed = (self._seed_at + _STEP) & _SEED_MASK
         last = _LEAN_C(self._fast, x, out, w, bias, seed, ROW_RELIEF_MIN)
-        if last is None:
-            return False
+        if last is None or last is False:
+            return last
         self._seed_at = seed
         self._last = last
         self._lean_counted(_clock() - t0)
