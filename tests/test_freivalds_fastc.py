@@ -69,10 +69,10 @@ def test_order_statistics_are_exact_with_ties_and_a_nan():
     assert fastc.screen_stats(d, None, 1, buf, 250, 450, blk, 0, blk, 0, d, 1, 0)[0] == np.inf
 
 
-@pytest.mark.parametrize("M", [1, 2, 3, 7, 8, 9, 17, 128, 511, 512, 513, 2000])
+@pytest.mark.parametrize("M", [1, 2, 3, 7, 8, 9, 17, 128, 511, 512, 1023, 1024, 1025, 2000])
 @pytest.mark.parametrize("kind", ["distinct", "ties", "zeros", "equal", "sorted", "tiny"])
 def test_order_statistics_are_numpys_at_every_size(M, kind):
-    """Up to 512 values the statistics are selected without data-dependent branches, past
+    """Up to 1024 values the statistics are selected without data-dependent branches, past
     it in place by quickselect: both give numpy's order statistics, whatever the ties."""
     rng = np.random.default_rng(M)
     buf = np.empty(2 * M)
@@ -220,6 +220,90 @@ def test_16bit_gemv_on_torchs_threads_is_the_serial_kernel_bit_for_bit(M, dt):
             assert np.array_equal(o, outs[0])
     finally:
         torch.set_num_threads(old)
+
+
+def _openblas_threads():
+    """numpy's OpenBLAS thread count's getter and setter (ctypes), or None."""
+    import ctypes
+
+    from kcontract.freivalds import _cblas
+
+    for path in _cblas._numpy_blas_paths():
+        lib = ctypes.CDLL(path)
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"),
+                               ("scipy_openblas", ""), ("openblas", "")):
+            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                return get, put
+    return None
+
+
+@pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
+@pytest.mark.parametrize("M", [8, 37, 130, 1024, 1027])
+def test_16bit_gemv_on_numpys_openblas_threads_is_the_serial_kernel_bit_for_bit(M, dt):
+    """The 16-bit kernel handed to numpy's OpenBLAS threads (gotoblas_pthread, rows split
+    in blocks of four): each row gets the serial kernel's sum exactly, for row counts that
+    do and do not divide among the threads; with two or three threads some shares do run
+    on OpenBLAS's threads, with one none do."""
+    from kcontract.freivalds import _cblas
+
+    threads = _openblas_threads()
+    if threads is None:
+        pytest.skip("numpy's BLAS is not a bundled OpenBLAS")
+    assert _cblas.blas_pool(), "numpy's OpenBLAS has no gotoblas_pthread"
+    get, put = threads
+    rng = np.random.default_rng(M + 7)
+    K = max(129, (1 << 17) // M + 3)  # above the pool's threshold, an odd K
+    X = rng.standard_normal((M, K)).astype(dt)
+    v = rng.standard_normal(K).astype(np.float32)
+    serial = np.full(M, np.nan, np.float32)
+    fastc.gemv16(X.view(np.uint16), v, serial, -1, dt is np.float16, 0)
+    old = get()
+    try:
+        for n in (1, 2, 3):
+            put(n)
+            before = fastc.blas_shares()
+            o = np.full(M, np.nan, np.float32)
+            fastc.gemv16(X.view(np.uint16), v, o, -1, dt is np.float16, 2)
+            assert np.array_equal(o, serial)
+            ran = fastc.blas_shares() - before
+            assert ran == 0 if n == 1 else ran >= 1
+    finally:
+        put(old)
+
+
+def test_a_bfloat16_check_of_numpy_arrays_decides_alike_with_and_without_openblas_threads(
+        monkeypatch):
+    """verify on bfloat16 / float16 numpy arrays (the common call and the general path's
+    products): the same statistics whether the 16-bit products run on numpy's OpenBLAS
+    threads or the calling thread, and the OpenBLAS threads are used where registered."""
+    from kcontract.freivalds import _cblas, _core
+
+    if _openblas_threads() is None:
+        pytest.skip("numpy's BLAS is not a bundled OpenBLAS")
+    rng = np.random.default_rng(4)
+    for dt in (ml_dtypes.bfloat16, np.float16):
+        A = rng.standard_normal((600, 512)).astype(dt)
+        B = rng.standard_normal((512, 400)).astype(dt)
+        C = A.astype(np.float32) @ B.astype(np.float32)
+        bad = C.copy()
+        bad[17, 5] += 1e-3 * float(np.abs(C).max())
+        runs = []
+        half = 1 if dt is ml_dtypes.bfloat16 else 2
+        for pool in (True, False):
+            monkeypatch.setattr(_cblas, "_BLAS_POOL", None if pool else False)
+            # the shape's plan registered anew (a plan keeps the threads it was made with)
+            assert _core._common_plan(600, 512, 400, 2, half, 4, 0)
+            before = fastc.blas_shares()
+            runs.append([verify(A, B, X, seed=11) for X in (C, bad)]
+                        + [verify(A[None], B, C[None], seed=5)])  # a batch: general path
+            assert (fastc.blas_shares() > before) == pool
+        for a, b in zip(*runs):
+            assert (a.passed, a.ratio, a.screen_ratio, a.suspect_elements) == \
+                (b.passed, b.ratio, b.screen_ratio, b.suspect_elements)
+        assert runs[0][0].passed and not runs[0][1].passed and runs[0][2].passed
+        assert runs[0][1].suspect_elements == [(17, 5)]
 
 
 def test_a_bfloat16_check_of_cpu_tensors_decides_alike_with_and_without_torchs_threads(

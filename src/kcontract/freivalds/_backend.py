@@ -145,13 +145,14 @@ class _Widener:
         return b.view(np.float32)
 
 
-def _half_matvec(X, v, out, full, pool: bool = False) -> bool:
+def _half_matvec(X, v, out, full, torch_threads: bool = False) -> bool:
     """out[idx] = X[idx] v[idx] for bfloat16 or float16 matrices whose rows are contiguous,
-    by the compiled kernel (``_fastc.gemv16``: float32 accumulation, on the calling
-    thread, or with ``pool`` on torch's OpenMP threads: see ``_cblas.torch_pool``); False
-    (out partly written) where a matrix's layout does not allow it."""
+    by the compiled kernel (``_fastc.gemv16``: float32 accumulation, on numpy's OpenBLAS
+    threads, or with ``torch_threads`` on torch's OpenMP threads: see
+    ``_cblas.pool_for``); False (out partly written) where a matrix's layout does not
+    allow it."""
     f16 = X.dtype == np.float16
-    pool = pool and _cblas.torch_pool()
+    pool = _cblas.pool_for(not torch_threads)
     for idx in np.ndindex(*full):
         xi = X[sub_index(idx, X.shape[:-2])]
         vi = v if v.ndim == 1 else v[sub_index(idx, v.shape[:-1])]

@@ -140,3 +140,53 @@ def torch_pool() -> bool:
                     break
         _POOL = ok
     return ok
+
+
+_BLAS_POOL: Optional[bool] = None
+#: numpy's bundled OpenBLAS's thread count, then plain OpenBLAS's
+_THREADS_NAMES = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                  "scipy_openblas_get_num_threads", "openblas_get_num_threads")
+
+
+def blas_pool() -> bool:
+    """Register numpy's OpenBLAS threads with the compiled helper (``_fastc.set_blas_pool``),
+    so that the 16-bit products of numpy arrays run on the threads numpy's own products
+    ran on.  After a product OpenBLAS's threads spin for a while before they sleep, and a
+    thread of our own beside them gets the second core late or not at all (measured: one
+    thread did 15 of 16 blocks of rows); OpenBLAS's ``gotoblas_pthread`` hands a function
+    to its own threads, the calling thread taking the first share.  True where
+    registered; False without the helper or where numpy's BLAS is not an OpenBLAS with
+    its own thread server (the products then run on the calling thread, with the same
+    results: each row's sum does not depend on the thread that makes it)."""
+    global _BLAS_POOL
+    if _BLAS_POOL is not None:
+        return _BLAS_POOL
+    from ._screen import _fastc
+
+    ok = False
+    with _lock:
+        if _fastc is not None:
+            for path in _numpy_blas_paths():
+                try:
+                    lib = ctypes.CDLL(path)
+                except OSError:
+                    continue
+                run = getattr(lib, "gotoblas_pthread", None)
+                count = next((f for f in (getattr(lib, n, None) for n in _THREADS_NAMES)
+                              if f is not None), None)
+                if run is not None and count is not None:
+                    ok = bool(_fastc.set_blas_pool(ctypes.cast(run, ctypes.c_void_p).value,
+                                                   ctypes.cast(count, ctypes.c_void_p).value))
+                    if ok:
+                        break
+        _BLAS_POOL = ok
+    return ok
+
+
+def pool_for(numpy_arrays: bool) -> int:
+    """The threads the helper's 16-bit products run on: 2 numpy's OpenBLAS threads (for
+    numpy arrays, see :func:`blas_pool`), 1 torch's OpenMP threads (for CPU tensors, see
+    :func:`torch_pool`), 0 the calling thread alone."""
+    if numpy_arrays:
+        return 2 if blas_pool() else 0
+    return 1 if torch_pool() else 0

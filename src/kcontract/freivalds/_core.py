@@ -645,7 +645,7 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         fn = fns.get("float32", 0) if citem == 4 else 0
         if citem == 4 and not fn:
             return False
-        pool = backend == 1 and _POOL()
+        pool = _POOL(backend == 0)
     else:
         dt = _F32 if item == 4 else _F64
         name = _NP_NAMES[dt]
@@ -654,13 +654,13 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         fn = fns.get(name, 0)
         if not fn:
             return False
-        pool = False
+        pool = 0
     # its own buffers (the stage-1 plans' are shared with the other paths' calls), aligned
     # as theirs (see aligned_empty)
     r, y, z, w, buf = (aligned_empty(v.shape, v.dtype) for v in (r, y, z, w, buf))
     _fastc.common_plan(fn, fns.get("ilp64", 0), r, y, z, w, buf, M, K, N, item, k, rows,
                        kmed, k9, model.MIN_CALIBRATION_ROWS, MIN_K_FROM_Y, half, citem,
-                       backend, int(bool(pool)), float(coef[0]), float(coef[1]),
+                       backend, pool, float(coef[0]), float(coef[1]),
                        float(model.CAP_SLACK), model.MEDIAN_ABS_NORMAL,
                        model.MEDIAN_ABS_NORMAL / model.Q90_ABS_NORMAL,
                        float(model.FLOOR_FRACTION), float(model.LAMBDA_SCREEN),
@@ -669,7 +669,7 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
 
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_POOL = _cblas.torch_pool  # 16-bit products of CPU tensors on torch's OpenMP threads
+_POOL = _cblas.pool_for  # 16-bit products on the back end's own threads
 
 
 _BF16, _F16 = NUMPY_FORMATS["bfloat16"], NUMPY_FORMATS["float16"]
@@ -1021,7 +1021,7 @@ def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, num
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(
         vfn, iface, a.view(np.uint16), y if given else b.view(np.uint16),
         c.view(np.uint16) if c16 else c, seed & _M64, seed >> 64, r, y, z, w, buf, i0, k,
-        kmed, k9, rows, given, zoff, f16, not numpy_arrays and _POOL())
+        kmed, k9, rows, given, zoff, f16, _POOL(numpy_arrays))
     brms = pr.b_rms if given and pr.b_rms is not None else None
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              (name, "float32", out_name, "float32"), seed, pfa, ops.name,

@@ -25,10 +25,14 @@
  *       out = x v in float32 for a bfloat16 (f16: float16) matrix x (uint16 bits,
  *       contiguous rows) and a float32 vector v: the matrix read once in its own bytes
  *       (AVX-512 / AVX2 / plain C, chosen at run time; isa 0, 1 or 2 asks for one of
- *       them, at most the CPU's); with pool, on the framework's OpenMP threads.
+ *       them, at most the CPU's); with pool 1 on the framework's OpenMP threads, with
+ *       pool 2 on numpy's OpenBLAS threads.
  *   set_pool(parallel, thread_num, num_threads)
- *       registers those threads (the addresses of the OpenMP runtime's GOMP_parallel,
+ *       registers the OpenMP threads (the addresses of the runtime's GOMP_parallel,
  *       omp_get_thread_num and omp_get_num_threads).
+ *   set_blas_pool(pthread, num_threads), blas_shares()
+ *       registers OpenBLAS's threads (its gotoblas_pthread and thread count); how many
+ *       shares of 16-bit products ran on them.
  *   common(a, b, c, ...), common_ptr(a_ptr, b_ptr, c_ptr, ...), common_batch(a, b, c, ...)
  *       verify's common call whole: the seed, stage 1 and the screen's decision, for one
  *       product of arrays, of CPU tensors at their addresses, or a strided batch, with
@@ -296,8 +300,9 @@ static double select_k(double *a, Py_ssize_t n, Py_ssize_t k) {
  * three products).  Each pass writes every element to both of two buffers, advancing the
  * "below the pivot" or "above" end by the comparison's outcome, and counts the equal ones;
  * the pass then goes on in the part that holds the k-th, or returns the pivot.  The value
- * is select_k's (the k-th order statistic is one value).  buf: 4 SELECT_MAX doubles. */
-#define SELECT_MAX 512
+ * is select_k's (the k-th order statistic is one value).  buf: 4 SELECT_MAX doubles (on
+ * the stack: 32 KiB). */
+#define SELECT_MAX 1024
 static double select_flat(const double *a, Py_ssize_t n, Py_ssize_t k, double *buf) {
     double *lo = buf, *hi = buf + SELECT_MAX;
     while (n > 0) {
@@ -880,6 +885,56 @@ static void half_part(void *p) {
     if (i0 < i1) half_rows(j, i0, i1);
 }
 
+/* ---- numpy's OpenBLAS threads ----------------------------------------------------------
+ * numpy's products run on its bundled OpenBLAS's threads, which spin for a while after
+ * each product (its thread server's timeout); a thread of our own beside them gets the
+ * second core late or not at all.  OpenBLAS exports gotoblas_pthread(n, fn, args, stride):
+ * fn(args + i stride) for i < n, the first on the calling thread and the others on its
+ * own threads -- the ones that are spinning.  Registered by set_blas_pool. */
+typedef int (*blas_pthread_t)(int, void *, void *, int);
+typedef int (*blas_threads_t)(void);
+static blas_pthread_t blas_pthread;
+static blas_threads_t blas_threads;
+
+struct half_share {
+    const struct half_job *job;
+    Py_ssize_t i0, i1;
+    pthread_t caller;
+};
+
+/* shares of 16-bit products run on OpenBLAS's threads rather than the caller's */
+static unsigned long long blas_shares;
+
+static void half_share_run(void *p) {
+    const struct half_share *s = p;
+    if (s->i0 < s->i1) half_rows(s->job, s->i0, s->i1);
+    if (!pthread_equal(s->caller, pthread_self()))
+        __atomic_add_fetch(&blas_shares, 1, __ATOMIC_RELAXED);
+}
+
+#define BLAS_POOL_MAX 64
+
+/* the rows of job on OpenBLAS's threads: contiguous runs of whole blocks of four */
+static void half_on_blas(const struct half_job *job) {
+    int nt = blas_threads();
+    if (nt > BLAS_POOL_MAX) nt = BLAS_POOL_MAX;
+    if (nt < 2) {
+        half_rows(job, 0, job->M);
+        return;
+    }
+    struct half_share parts[BLAS_POOL_MAX];
+    pthread_t self = pthread_self();
+    Py_ssize_t blocks = (job->M + 3) / 4, per = (blocks + nt - 1) / nt;
+    for (int t = 0; t < nt; t++) {
+        Py_ssize_t i0 = t * per * 4, i1 = (t + 1) * per * 4;
+        parts[t].job = job;
+        parts[t].i0 = i0 < job->M ? i0 : job->M;
+        parts[t].i1 = i1 < job->M ? i1 : job->M;
+        parts[t].caller = self;
+    }
+    blas_pthread(nt, (void *)half_share_run, parts, (int)sizeof(struct half_share));
+}
+
 /* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
  * float32) with the instruction set `isa` (see half_isa): on the registered pool's
  * threads with `pool` (where one is registered and the product is large enough), else
@@ -899,7 +954,9 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         job.ve = ve;
         job.vo = vo;
     }
-    if (pool && pool_parallel != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
+    if (pool == 2 && blas_pthread != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
+        half_on_blas(&job);
+    else if (pool == 1 && pool_parallel != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
         pool_parallel(half_part, &job, 0, 0);
     else
         half_rows(&job, 0, M);
@@ -907,29 +964,55 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
     return 0;
 }
 
+/* the n function addresses of a registration call into a (usage: its signature); 1
+ * where all are set, 0 where one is 0 (none registered), -1 with an error set */
+static int addresses(PyObject *const *args, Py_ssize_t nargs, int n, uintptr_t *a,
+                     const char *usage) {
+    if (nargs != n) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    int all = 1;
+    for (int i = 0; i < n; i++) {
+        a[i] = (uintptr_t)PyLong_AsUnsignedLongLong(args[i]);
+        if (PyErr_Occurred()) return -1;
+        all &= a[i] != 0;
+    }
+    return all;
+}
+
 /* set_pool(parallel, thread_num, num_threads): the addresses of GOMP_parallel,
  * omp_get_thread_num and omp_get_num_threads of the framework's OpenMP runtime (all 0:
  * none; the 16-bit products then run on the calling thread) */
 static PyObject *set_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "set_pool(parallel, thread_num, num_threads)");
-        return NULL;
-    }
     uintptr_t a[3];
-    for (int i = 0; i < 3; i++) {
-        a[i] = (uintptr_t)PyLong_AsUnsignedLongLong(args[i]);
-        if (PyErr_Occurred()) return NULL;
-    }
-    int all = a[0] && a[1] && a[2];
+    int all = addresses(args, nargs, 3, a, "set_pool(parallel, thread_num, num_threads)");
+    if (all < 0) return NULL;
     pool_parallel = all ? (gomp_parallel_t)a[0] : NULL;
     pool_thread_num = all ? (omp_query_t)a[1] : NULL;
     pool_num_threads = all ? (omp_query_t)a[2] : NULL;
     return PyBool_FromLong(all);
 }
 
+/* set_blas_pool(pthread, num_threads): the addresses of OpenBLAS's gotoblas_pthread and
+ * openblas_get_num_threads (both 0: none) */
+static PyObject *set_blas_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uintptr_t a[2];
+    int all = addresses(args, nargs, 2, a, "set_blas_pool(pthread, num_threads)");
+    if (all < 0) return NULL;
+    blas_pthread = all ? (blas_pthread_t)a[0] : NULL;
+    blas_threads = all ? (blas_threads_t)a[1] : NULL;
+    return PyBool_FromLong(all);
+}
+
+static PyObject *blas_shares_py(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&blas_shares, __ATOMIC_RELAXED));
+}
+
 /* gemv16(x, v, out, isa=-1, f16=0, pool=0) -> the instruction set used: out = x v for a
  * 2-D bfloat16 (f16: float16) array x (any buffer of 2-byte items whose rows are
- * contiguous) and float32 v, out; pool: on the registered pool's threads (see set_pool) */
+ * contiguous) and float32 v, out; pool 1: on the registered OpenMP threads (see
+ * set_pool), 2: on OpenBLAS's (see set_blas_pool), 0: on the calling thread */
 static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || nargs > 6) {
         PyErr_SetString(PyExc_TypeError, "gemv16(x, v, out, isa=-1, f16=0, pool=0)");
@@ -937,7 +1020,7 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     int isa = nargs >= 4 ? (int)PyLong_AsLong(args[3]) : -1;
     int f16 = nargs >= 5 ? PyObject_IsTrue(args[4]) : 0;
-    int pool = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+    int pool = nargs == 6 ? (int)PyLong_AsLong(args[5]) : 0;
     if (PyErr_Occurred()) return NULL;
     Py_buffer x, v, out;
     if (PyObject_GetBuffer(args[0], &x, PyBUF_STRIDES) < 0) return NULL;
@@ -1014,7 +1097,7 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
 }
 
 /* stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, w, buf, i0, k, kmed, k9, rows,
- *        y_given, zoff, f16=False, pool=False) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
+ *        y_given, zoff, f16=False, pool=0) -> (max |d|, d_(kmed), d_(k9), sum c^2, sum a^2,
  *        sum y^2)
  * r = the signs of (seed, stream 0); y = B r (y_given: r and y are the caller's), z = A y,
  * w = C r, then screen_stats on z, w, the k rows of C and A from row i0 (rows > 0: all
@@ -1024,17 +1107,17 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
  * address fn (interface ilp64: see gemv) -- the BLAS the back end itself calls, with the
  * arguments it passes.  16-bit operands: a and b of bfloat16 bits (float16 bits with f16;
  * 2-byte items), c of the same format's bits or float32, r, y, z, w float32; the 16-bit
- * products by half_gemv (pool: on the registered OpenMP threads), a float32 c's by the BLAS
+ * products by half_gemv (pool: 1 the registered OpenMP threads, 2 OpenBLAS's), a float32 c's by the BLAS
  * gemv at fn.  buf: float64 scratch of 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 19 || nargs > 21) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
                                          "w, buf, i0, k, kmed, k9, rows, y_given, zoff, "
-                                         "f16=False, pool=False)");
+                                         "f16=False, pool=0)");
         return NULL;
     }
     int f16 = nargs >= 20 ? PyObject_IsTrue(args[19]) : 0;
-    int pool = nargs == 21 ? PyObject_IsTrue(args[20]) : 0;
+    int pool = nargs == 21 ? (int)PyLong_AsLong(args[20]) : 0;
     int y_given = PyObject_IsTrue(args[17]);
     double zoff = PyFloat_AsDouble(args[18]);
     uintptr_t fn = (uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
@@ -1156,8 +1239,8 @@ static int take_seed(PyObject *given, uint64_t *seed) {
  *             min_k_from_y, half, citem, backend, pool, alpha, beta, cap_slack, med, med_q90,
  *             floor_fraction, lam, info)
  * registers the plan of one shape and kind (see common; item and citem: the bytes of an
- * operand's and of C's elements; pool: the 16-bit products on the registered OpenMP
- * threads); info: any object, returned with each of the shape's results */
+ * operand's and of C's elements; pool: the threads of the 16-bit products, as
+ * gemv16's); info: any object, returned with each of the shape's results */
 static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 29) {
         PyErr_SetString(PyExc_TypeError, "common_plan: 29 arguments");
@@ -2628,6 +2711,10 @@ static PyMethodDef methods[] = {
      "or whether they are the expected ones"},
     {"pool_batches", pool_batches_py, METH_NOARGS,
      "pool_batches() -> how many batches' matrices ran on the registered pool"},
+    {"set_blas_pool", (PyCFunction)(void (*)(void))set_blas_pool, METH_FASTCALL,
+     "set_blas_pool(pthread, num_threads): numpy's OpenBLAS threads for the 16-bit products"},
+    {"blas_shares", blas_shares_py, METH_NOARGS,
+     "blas_shares() -> how many shares of 16-bit products ran on OpenBLAS's own threads"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,
      "gemv16(x, v, out, isa=-1, f16=0, pool=0) -> isa: out = x v, 16-bit rows, float32 "
      "accumulation"},
