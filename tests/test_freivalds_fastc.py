@@ -306,6 +306,29 @@ def test_a_bfloat16_check_of_numpy_arrays_decides_alike_with_and_without_openbla
         assert runs[0][1].suspect_elements == [(17, 5)]
 
 
+def test_16bit_products_on_openblas_threads_from_several_threads_at_once():
+    """Checks of bfloat16 numpy products made from four Python threads at once (each
+    handing its products to OpenBLAS's threads, the GIL released): every one gets the
+    ratio the same check made alone gets, and a wrong product is still caught."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((512, 384)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((384, 640)).astype(ml_dtypes.bfloat16)
+    C = A.astype(np.float32) @ B.astype(np.float32)
+    bad = C.copy()
+    bad[100, 9] += 1e-3 * float(np.abs(C).max())
+    alone = {s: verify(A, B, C, seed=s).ratio for s in range(8)}
+
+    def run(s):
+        return verify(A, B, C, seed=s).ratio, verify(A, B, bad, seed=s).passed
+
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(run, list(range(8)) * 4))
+    assert [g[0] for g in got] == [alone[s] for s in list(range(8)) * 4]
+    assert not any(g[1] for g in got)
+
+
 def test_a_bfloat16_check_of_cpu_tensors_decides_alike_with_and_without_torchs_threads(
         monkeypatch):
     """verify's common call and the guard's linear check on bfloat16 tensors: the same
