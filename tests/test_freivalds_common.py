@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kcontract.freivalds import _core, verify
+from kcontract.freivalds._core import NUMPY_FORMATS
 
 fastc = pytest.importorskip("kcontract.freivalds._fastc")
 pytestmark = pytest.mark.skipif(_core._COMMON is None, reason="no compiled common call")
@@ -164,6 +165,39 @@ def test_what_the_common_call_does_not_take_is_left_to_the_general_path(case):
             verify(a, b, np.matmul(a, b))
     elif case != "bad_shape":
         assert verify(a, b, np.matmul(a, b)).passed
+
+
+@pytest.mark.parametrize("op", ["bfloat16", "float16"])
+@pytest.mark.parametrize("out", ["int16", "uint16", "other16", "float64"])
+def test_a_16bit_product_whose_c_has_another_format_is_left_to_the_general_path(
+        monkeypatch, op, out):
+    """16-bit operands with a C of neither their format nor float32: C's bits are not
+    read as the operands' format (an int16 array holding the product's bfloat16 bits
+    passed as 'verified'); the result is the general path's -- a UsageError for integers,
+    a failure for the bits read as the other 16-bit format, float64's own verdict."""
+    rng = np.random.default_rng(17)
+    dt = NUMPY_FORMATS[op]
+    a = rng.standard_normal((96, 80)).astype(dt)
+    b = rng.standard_normal((80, 72)).astype(dt)
+    c = (a.astype(np.float32) @ b.astype(np.float32)).astype(dt)
+    other = NUMPY_FORMATS["float16" if op == "bfloat16" else "bfloat16"]
+    x = {"int16": c.view(np.int16), "uint16": c.view(np.uint16),
+         "other16": c.view(other), "float64": c.astype(np.float64)}[out]
+
+    def run():
+        try:
+            r = verify(a, b, x, seed=3)
+        except _core.UsageError as e:
+            return "UsageError", str(e)
+        return r.passed, r.reason, r.output_format, r.ratio
+
+    got = run()
+    monkeypatch.setattr(_core, "_COMMON", None)
+    assert got == run()
+    if out in ("int16", "uint16"):
+        assert got[0] == "UsageError"
+    elif out == "other16":  # the same bits read as another format are not the product
+        assert got[0] is False
 
 
 @pytest.mark.parametrize("case", ["transposed", "sliced", "mixed", "neg", "grad", "int"])

@@ -444,7 +444,9 @@ def _common(a, b, c, seed=None, max_rows=0):
             return _common_batch(a, b, c, 0, seed, max_rows)
         half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
         if half:
-            if b.dtype != a.dtype:
+            # (c of the operands' format or float32: the compiled call reads any other
+            # 2-byte c as the operands' bits)
+            if b.dtype != a.dtype or c.dtype != a.dtype and c.dtype != _F32:
                 return None
             out = _COMMON(a.view(_U16), b.view(_U16), c.view(_U16) if c.dtype == a.dtype
                           else c, half, 0, seed)
