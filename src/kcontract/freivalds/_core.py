@@ -422,7 +422,6 @@ _COMMON_PTR = getattr(_fastc, "common_ptr", None)
 _COMMON_BATCH = getattr(_fastc, "common_batch", None)
 
 
-_U16 = np.dtype(np.uint16)
 #: 16-bit operands' dtypes -> the compiled common call's ``half`` (1 bfloat16, 2 float16)
 _HALF_NP: dict = {}
 _HALF_TORCH: dict = {}
@@ -444,12 +443,12 @@ def _common(a, b, c, seed=None, max_rows=0):
             return _common_batch(a, b, c, 0, seed, max_rows)
         half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
         if half:
-            # (c of the operands' format or float32: the compiled call reads any other
-            # 2-byte c as the operands' bits)
+            # (c of the operands' format or float32: the compiled call takes 16-bit arrays
+            # without their format -- a view costs microseconds right after a product -- and
+            # would read any other 2-byte c as the operands' bits, a 4-byte one as float32)
             if b.dtype != a.dtype or c.dtype != a.dtype and c.dtype != _F32:
                 return None
-            out = _COMMON(a.view(_U16), b.view(_U16), c.view(_U16) if c.dtype == a.dtype
-                          else c, half, 0, seed)
+            out = _COMMON(a, b, c, half, 0, seed)
         else:
             out = _COMMON(a, b, c, 0, 0, seed)
     else:

@@ -1616,7 +1616,9 @@ static PyObject *common_ptr(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* common(a, b, c, half=0, backend=0, seed=None) -> None (not this path: not 2-D C-contiguous arrays of
  * matching shapes with K, N >= 64: half 0, float32 / float64 arrays of one dtype; half 1
- * or 2, a and b of bfloat16 or float16 bits (2-byte items) and c of theirs or float32),
+ * or 2, a and b of bfloat16 or float16 (2-byte items) and c of theirs or float32 -- with
+ * half, buffers are taken without their format (numpy cannot describe bfloat16 in one):
+ * the caller has checked the dtypes, and a 4-byte c is float32),
  * (M, K, N, item, half, citem, backend) (no plan for the shape and kind: register one,
  * then call again), or (seed, ratio, scale, threshold, calibrated, info): the
  * screen passes the product where ratio <= 1; otherwise (ratio > 1, NaN, or undecided:
@@ -1633,9 +1635,9 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) return NULL;
     Py_buffer bf[3];
     int got = 0;
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_ND | (half ? 0 : PyBUF_FORMAT);
     for (int i = 0; i < 3; i++) {
-        if (PyObject_GetBuffer(args[i], &bf[i], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND)
-            < 0) {
+        if (PyObject_GetBuffer(args[i], &bf[i], flags) < 0) {
             PyErr_Clear();
             for (int j = 0; j < got; j++) PyBuffer_Release(&bf[j]);
             Py_RETURN_NONE;
@@ -1646,7 +1648,7 @@ static PyObject *common(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_buffer *A = &bf[0], *B = &bf[1], *C = &bf[2];
     Py_ssize_t item = half ? 2 : float_kind(A), citem = half ? C->itemsize : item;
     int kinds_ok = half ? (half == 1 || half == 2) && A->itemsize == 2 && B->itemsize == 2
-                              && (citem == 2 || float_kind(C) == 4)
+                              && (citem == 2 || citem == 4)
                         : item != 0 && float_kind(B) == item && float_kind(C) == item;
     if (A->ndim != 2 || B->ndim != 2 || C->ndim != 2 || !kinds_ok
         || B->shape[0] != A->shape[1] || C->shape[0] != A->shape[0]
