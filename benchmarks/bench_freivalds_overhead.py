@@ -7,7 +7,8 @@ products; for the skinny decode-time products of a linear layer, whose weight
 projection W^T r the guard caches, only x (W^T r) and C r).  Each repetition
 times a product, then the check; then another product and the floor -- both
 right after a product, in alternating order -- so that both start with the
-caches in the same state.  The figures are medians over the repetitions and
+caches in the same state (at least --reps repetitions, more for short products: about
+half a second of them, at most 61).  The figures are medians over the repetitions and
 the ratio verify / floor is the goal (at most 1.2); the ratio of the two
 smallest times is printed beside it (on a shared machine it shows what an
 undisturbed repetition costs).  The load average is printed before and after:
@@ -100,13 +101,30 @@ def summary(t_mm, t_v, t_f, after) -> dict:
             "ratio": med(t_v) / med(t_f), "ratio_min": min(t_v) / min(t_f),
             "verify_min_s": min(t_v), "floor_min_s": min(t_f),
             "matmul_after_verify_s": med(after[0]), "matmul_after_floor_s": med(after[1]),
-            "interference": med(after[0]) / med(after[1])}
+            "interference": med(after[0]) / med(after[1]), "reps": len(t_v)}
+
+
+#: repetitions of a row whose product is short: as many as take about this many seconds of
+#: products (two a repetition), at most MAX_REPS -- a median of 9 timings of a 30 us check
+#: moves by 0.2-0.3 between runs on a shared machine
+MIN_SECONDS, MAX_REPS = 0.5, 61
+
+
+def reps_for(seconds_per_product: float, reps: int) -> int:
+    """The repetitions of a row: at least ``reps``, more (up to MAX_REPS) where its
+    products are short; the same number of checks and floors either way."""
+    more = int(MIN_SECONDS / max(2 * seconds_per_product, 1e-9))
+    return max(reps, min(MAX_REPS, more | 1))
 
 
 def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
     """Interleaved timings: (product, check) and (product, floor) pairs in
-    alternating order, each timed right after its product."""
+    alternating order, each timed right after its product; ``reps`` of them, more where
+    the product is short (:func:`reps_for`)."""
+    t0 = time.perf_counter()
     C = matmul()
+    sync()
+    reps = reps_for(time.perf_counter() - t0, reps)
     assert check(C), "honest product failed"
     floor(C)
     t_mm, t_v, t_f = [], [], []
@@ -298,6 +316,10 @@ def measure_step(steps, guard, reps: int, sync=lambda: None) -> dict:
     alternating order.  Figures per product: (records + flush) / layers against the mean
     floor; the products' own times after checks and after floors."""
     L = len(steps)
+    t0 = time.perf_counter()
+    steps[0][0]()
+    sync()
+    reps = reps_for(L * (time.perf_counter() - t0), reps)
     t_mm, t_v, t_f = [], [], []
     after = {0: [], 1: []}
     for rep in range(reps):
@@ -455,7 +477,8 @@ def main(argv=None) -> int:
           f"({dev_name}); numpy {np.__version__} (OpenBLAS threads: {openblas_threads()})"
           + (f"; torch {torch.__version__} (threads: {torch.get_num_threads()})" if torch else ""))
     print(f"load average: {load_average()}")
-    print(f"median of {args.reps} interleaved repetitions; ratio = verify / floor "
+    print(f"median of {args.reps} interleaved repetitions (more, up to {MAX_REPS}, where a "
+          f"row's products take less than {MIN_SECONDS} s); ratio = verify / floor "
           f"(goal <= {GOAL}), (min) = smallest verify / smallest floor; % of the product; "
           "next = the next product's time after a check / after a floor (a check that "
           "leaves threads spinning slows the product that follows it)")
