@@ -875,16 +875,6 @@ static void half_rows(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1) {
         bf16_rows_c(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
 }
 
-/* one pool thread's share: a contiguous run of whole blocks of four rows */
-static void half_part(void *p) {
-    const struct half_job *j = p;
-    Py_ssize_t t = pool_thread_num(), nt = pool_num_threads();
-    Py_ssize_t blocks = (j->M + 3) / 4, per = (blocks + nt - 1) / nt;
-    Py_ssize_t i0 = t * per * 4, i1 = (t + 1) * per * 4;
-    if (i1 > j->M) i1 = j->M;
-    if (i0 < i1) half_rows(j, i0, i1);
-}
-
 /* ---- numpy's OpenBLAS threads ----------------------------------------------------------
  * numpy's products run on its bundled OpenBLAS's threads, which spin for a while after
  * each product (its thread server's timeout); a thread of our own beside them gets the
@@ -895,44 +885,68 @@ typedef int (*blas_pthread_t)(int, void *, void *, int);
 typedef int (*blas_threads_t)(void);
 static blas_pthread_t blas_pthread;
 static blas_threads_t blas_threads;
+/* shares of work run on OpenBLAS's threads rather than the caller's */
+static unsigned long long blas_shares;
+#define BLAS_POOL_MAX 64
 
-struct half_share {
-    const struct half_job *job;
-    Py_ssize_t i0, i1;
+/* ---- a range of rows on the host library's threads ---------------------------------
+ * fn(ctx, i0, i1) over [0, n) in contiguous runs of whole blocks of `block` rows, one run
+ * per thread of the pool the back end's products ran on (1: the framework's OpenMP
+ * threads, 2: numpy's OpenBLAS threads; 0, or none registered: the calling thread).  Each
+ * row's work is the same whichever thread does it. */
+typedef void (*range_fn)(const void *ctx, Py_ssize_t i0, Py_ssize_t i1);
+struct range_job {
+    range_fn fn;
+    const void *ctx;
+    Py_ssize_t n, block;
+};
+
+static void range_run(const struct range_job *j, Py_ssize_t t, Py_ssize_t nt) {
+    Py_ssize_t blocks = (j->n + j->block - 1) / j->block, per = (blocks + nt - 1) / nt;
+    Py_ssize_t i0 = t * per * j->block, i1 = (t + 1) * per * j->block;
+    if (i1 > j->n) i1 = j->n;
+    if (i0 < i1) j->fn(j->ctx, i0, i1);
+}
+
+static void range_omp(void *p) {
+    range_run(p, pool_thread_num(), pool_num_threads());
+}
+
+struct range_part {
+    const struct range_job *job;
+    Py_ssize_t t, nt;
     pthread_t caller;
 };
 
-/* shares of 16-bit products run on OpenBLAS's threads rather than the caller's */
-static unsigned long long blas_shares;
-
-static void half_share_run(void *p) {
-    const struct half_share *s = p;
-    if (s->i0 < s->i1) half_rows(s->job, s->i0, s->i1);
+static void range_blas(void *p) {
+    const struct range_part *s = p;
+    range_run(s->job, s->t, s->nt);
     if (!pthread_equal(s->caller, pthread_self()))
         __atomic_add_fetch(&blas_shares, 1, __ATOMIC_RELAXED);
 }
 
-#define BLAS_POOL_MAX 64
-
-/* the rows of job on OpenBLAS's threads: contiguous runs of whole blocks of four */
-static void half_on_blas(const struct half_job *job) {
-    int nt = blas_threads();
-    if (nt > BLAS_POOL_MAX) nt = BLAS_POOL_MAX;
-    if (nt < 2) {
-        half_rows(job, 0, job->M);
+static void on_pool(int pool, range_fn fn, const void *ctx, Py_ssize_t n, Py_ssize_t block) {
+    struct range_job job = {fn, ctx, n, block};
+    if (pool == 2 && blas_pthread != NULL) {
+        int nt = blas_threads();
+        if (nt > BLAS_POOL_MAX) nt = BLAS_POOL_MAX;
+        if (nt >= 2) {
+            struct range_part parts[BLAS_POOL_MAX];
+            pthread_t self = pthread_self();
+            for (int t = 0; t < nt; t++)
+                parts[t] = (struct range_part){&job, t, nt, self};
+            blas_pthread(nt, (void *)range_blas, parts, (int)sizeof(struct range_part));
+            return;
+        }
+    } else if (pool == 1 && pool_parallel != NULL) {
+        pool_parallel(range_omp, &job, 0, 0);
         return;
     }
-    struct half_share parts[BLAS_POOL_MAX];
-    pthread_t self = pthread_self();
-    Py_ssize_t blocks = (job->M + 3) / 4, per = (blocks + nt - 1) / nt;
-    for (int t = 0; t < nt; t++) {
-        Py_ssize_t i0 = t * per * 4, i1 = (t + 1) * per * 4;
-        parts[t].job = job;
-        parts[t].i0 = i0 < job->M ? i0 : job->M;
-        parts[t].i1 = i1 < job->M ? i1 : job->M;
-        parts[t].caller = self;
-    }
-    blas_pthread(nt, (void *)half_share_run, parts, (int)sizeof(struct half_share));
+    fn(ctx, 0, n);
+}
+
+static void half_range(const void *job, Py_ssize_t i0, Py_ssize_t i1) {
+    half_rows(job, i0, i1);
 }
 
 /* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
@@ -954,10 +968,8 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         job.ve = ve;
         job.vo = vo;
     }
-    if (pool == 2 && blas_pthread != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
-        half_on_blas(&job);
-    else if (pool == 1 && pool_parallel != NULL && M >= 8 && M * K >= POOL_MIN_ELEMS)
-        pool_parallel(half_part, &job, 0, 0);
+    if (pool && M >= 8 && M * K >= POOL_MIN_ELEMS)  /* rows in blocks of four */
+        on_pool(pool, half_range, &job, M, 4);
     else
         half_rows(&job, 0, M);
     if (ve != stack) free(ve);
