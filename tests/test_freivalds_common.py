@@ -5,6 +5,7 @@ not take goes the general way."""
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -165,6 +166,27 @@ def test_what_the_common_call_does_not_take_is_left_to_the_general_path(case):
             verify(a, b, np.matmul(a, b))
     elif case != "bad_shape":
         assert verify(a, b, np.matmul(a, b)).passed
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [False, True])
+def test_arrays_of_the_other_byte_order_are_not_read_as_native_floats(dt, batch):
+    """Big-endian float32 / float64 arrays (on a little-endian machine; the other order on a
+    big-endian one): their bytes read as native floats are other numbers -- a product of
+    those numbers passed as 'verified' -- so the compiled calls leave them to the general
+    path, which does not take them (UsageError)."""
+    rng = np.random.default_rng(8)
+    other = (">" if sys.byteorder == "little" else "<") + np.dtype(dt).str[1:]
+    shape_a, shape_b = ((2, 96, 80), (2, 80, 72)) if batch else ((96, 80), (80, 72))
+    a = rng.standard_normal(shape_a).astype(dt)
+    b = rng.standard_normal(shape_b).astype(dt)
+    c = np.matmul(a, b)
+    # the native product of the native values, each array relabelled as the other order
+    A, B, C = a.view(other), b.view(other), c.view(other)
+    call = fastc.common_batch(A, B, C, 0, None, 1.0, 0) if batch else fastc.common(A, B, C)
+    assert call is None
+    with pytest.raises(_core.UsageError):
+        verify(A, B, C)
 
 
 @pytest.mark.parametrize("op", ["bfloat16", "float16"])

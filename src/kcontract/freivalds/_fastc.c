@@ -1309,9 +1309,19 @@ fail:
 }
 
 static int float_kind(const Py_buffer *b) {
-    /* 4 float32, 8 float64, 0 anything else */
-    char f = b->format ? b->format[strlen(b->format) - 1] : 'B';
-    return (b->itemsize == 4 && f == 'f') ? 4 : (b->itemsize == 8 && f == 'd') ? 8 : 0;
+    /* 4 float32, 8 float64 in the machine's byte order; 0 anything else -- another byte
+     * order too (numpy's '>f4' on a little-endian machine: its bytes read as native
+     * floats are other numbers) */
+    const char *f = b->format;
+    size_t n = f ? strlen(f) : 0;
+    if (n == 2) {
+        char o = f[0];
+        if (!(o == '@' || o == '=' || o == (PY_LITTLE_ENDIAN ? '<' : '>'))) return 0;
+    } else if (n != 1) {
+        return 0;
+    }
+    char t = f[n - 1];
+    return (b->itemsize == 4 && t == 'f') ? 4 : (b->itemsize == 8 && t == 'd') ? 8 : 0;
 }
 
 /* the screen's decision from stage 1's statistics st (see run_stage1) with the arithmetic
