@@ -308,8 +308,10 @@ def test_a_bfloat16_check_of_numpy_arrays_decides_alike_with_and_without_openbla
 
 def test_16bit_products_on_openblas_threads_from_several_threads_at_once():
     """Checks of bfloat16 numpy products made from four Python threads at once (each
-    handing its products to OpenBLAS's threads, the GIL released): every one gets the
-    ratio the same check made alone gets, and a wrong product is still caught."""
+    handing its products to OpenBLAS's threads, the GIL released) while another thread
+    runs numpy's own products on them: every check gets the ratio the same check made
+    alone gets, a wrong product is still caught, and nothing waits forever."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(12)
@@ -323,8 +325,23 @@ def test_16bit_products_on_openblas_threads_from_several_threads_at_once():
     def run(s):
         return verify(A, B, C, seed=s).ratio, verify(A, B, bad, seed=s).passed
 
-    with ThreadPoolExecutor(4) as ex:
-        got = list(ex.map(run, list(range(8)) * 4))
+    X = rng.standard_normal((400, 400)).astype(np.float32)
+    done = threading.Event()
+    products = []
+
+    def numpy_products():
+        while not done.is_set():
+            products.append(float((X @ X)[0, 0]))
+
+    beside = threading.Thread(target=numpy_products, daemon=True)
+    beside.start()
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            got = list(ex.map(run, list(range(8)) * 4))
+    finally:
+        done.set()
+        beside.join(timeout=60)
+    assert not beside.is_alive() and products
     assert [g[0] for g in got] == [alone[s] for s in list(range(8)) * 4]
     assert not any(g[1] for g in got)
 
