@@ -50,7 +50,6 @@ Rows:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -69,21 +68,11 @@ DECODE_BYTES = 2 << 30
 
 
 def openblas_threads() -> str:
-    """Threads of numpy's OpenBLAS (read from the loaded library), if found."""
-    try:
-        with open("/proc/self/maps") as fh:
-            libs = sorted({ln.split()[-1] for ln in fh if "openblas" in ln.lower()})
-        for path in libs:
-            lib = ctypes.CDLL(path)
-            for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                         "openblas_get_num_threads"):
-                if hasattr(lib, name):
-                    f = getattr(lib, name)
-                    f.restype = ctypes.c_int
-                    return str(f())
-    except OSError:
-        pass
-    return "unknown"
+    """Threads of numpy's OpenBLAS (threadpoolctl), if found."""
+    from threadpoolctl import threadpool_info
+
+    return next((str(i["num_threads"]) for i in threadpool_info()
+                 if i.get("internal_api") == "openblas"), "unknown")
 
 
 def load_average() -> str:

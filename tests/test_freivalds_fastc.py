@@ -222,21 +222,11 @@ def test_16bit_gemv_on_torchs_threads_is_the_serial_kernel_bit_for_bit(M, dt):
         torch.set_num_threads(old)
 
 
-def _openblas_threads():
-    """numpy's OpenBLAS thread count's getter and setter (ctypes), or None."""
-    import ctypes
+def _numpy_openblas() -> bool:
+    """Whether numpy's BLAS is an OpenBLAS threadpoolctl can limit."""
+    from threadpoolctl import threadpool_info
 
-    from kcontract.freivalds import _cblas
-
-    for path in _cblas._numpy_blas_paths():
-        lib = ctypes.CDLL(path)
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"),
-                               ("scipy_openblas", ""), ("openblas", "")):
-            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-            put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-            if get is not None and put is not None:
-                return get, put
-    return None
+    return any(i.get("internal_api") == "openblas" for i in threadpool_info())
 
 
 @pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
@@ -246,31 +236,27 @@ def test_16bit_gemv_on_numpys_openblas_threads_is_the_serial_kernel_bit_for_bit(
     in blocks of four): each row gets the serial kernel's sum exactly, for row counts that
     do and do not divide among the threads; with two or three threads some shares do run
     on OpenBLAS's threads, with one none do."""
+    from threadpoolctl import threadpool_limits
+
     from kcontract.freivalds import _cblas
 
-    threads = _openblas_threads()
-    if threads is None:
-        pytest.skip("numpy's BLAS is not a bundled OpenBLAS")
+    if not _numpy_openblas():
+        pytest.skip("numpy's BLAS is not an OpenBLAS")
     assert _cblas.blas_pool(), "numpy's OpenBLAS has no gotoblas_pthread"
-    get, put = threads
     rng = np.random.default_rng(M + 7)
     K = max(129, (1 << 17) // M + 3)  # above the pool's threshold, an odd K
     X = rng.standard_normal((M, K)).astype(dt)
     v = rng.standard_normal(K).astype(np.float32)
     serial = np.full(M, np.nan, np.float32)
     fastc.gemv16(X.view(np.uint16), v, serial, -1, dt is np.float16, 0)
-    old = get()
-    try:
-        for n in (1, 2, 3):
-            put(n)
+    for n in (1, 2, 3):
+        with threadpool_limits(limits=n, user_api="blas"):
             before = fastc.blas_shares()
             o = np.full(M, np.nan, np.float32)
             fastc.gemv16(X.view(np.uint16), v, o, -1, dt is np.float16, 2)
-            assert np.array_equal(o, serial)
-            ran = fastc.blas_shares() - before
-            assert ran == 0 if n == 1 else ran >= 1
-    finally:
-        put(old)
+        assert np.array_equal(o, serial)
+        ran = fastc.blas_shares() - before
+        assert ran == 0 if n == 1 else ran >= 1
 
 
 def test_a_bfloat16_check_of_numpy_arrays_decides_alike_with_and_without_openblas_threads(
@@ -280,8 +266,8 @@ def test_a_bfloat16_check_of_numpy_arrays_decides_alike_with_and_without_openbla
     threads or the calling thread, and the OpenBLAS threads are used where registered."""
     from kcontract.freivalds import _cblas, _core
 
-    if _openblas_threads() is None:
-        pytest.skip("numpy's BLAS is not a bundled OpenBLAS")
+    if not _numpy_openblas():
+        pytest.skip("numpy's BLAS is not an OpenBLAS")
     rng = np.random.default_rng(4)
     for dt in (ml_dtypes.bfloat16, np.float16):
         A = rng.standard_normal((600, 512)).astype(dt)
