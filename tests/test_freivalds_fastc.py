@@ -412,3 +412,92 @@ def test_the_cpu_tensor_gemv_is_torch_mv_bit_for_bit():
             v = torch.randn(shape[1], generator=g, dtype=dt)
             z = _cpu_gemv(X, v)
             assert z is not None and torch.equal(z, torch.mv(X, v)), (shape, dt)
+
+
+FEW = pytest.mark.skipif(not getattr(fastc, "FEW_ROWS_KERNEL", 0),
+                         reason="the few-row float32 kernel needs AVX-512")
+
+
+@FEW
+@pytest.mark.parametrize("K", [1, 31, 63, 64, 65, 96, 1000, 4099])
+@pytest.mark.parametrize("M", [1, 2, 3, 16, 63, 64])
+def test_the_few_row_kernel_is_float32_accurate(M, K):
+    """rows_dot (the compiled stage 1's kernel for products of few float32 rows): within
+    float32 accumulation's bound of the float64 product, for odd and even row counts (the
+    pairs and their rest) and K below, at and around the vector loop's bounds."""
+    rng = np.random.default_rng(M * 10000 + K)
+    X = (rng.standard_normal((M, K)) * 10.0 ** rng.integers(-3, 4, (M, K))).astype(np.float32)
+    for v in (np.where(rng.random(K) < 0.5, -1.0, 1.0).astype(np.float32),
+              (rng.standard_normal(K) * 100).astype(np.float32)):
+        out = np.full(M, np.nan, dtype=np.float32)
+        assert fastc.rows_dot(X, v, out) is True
+        X64, v64 = X.astype(np.float64), v.astype(np.float64)
+        bound = (K + 1) * 2.0 ** -24 * (np.abs(X64) @ np.abs(v64))
+        assert np.all(np.abs(out - X64 @ v64) <= bound)
+
+
+@FEW
+@pytest.mark.parametrize("M", [8, 37, 64])
+def test_the_few_row_kernel_is_the_same_on_every_pool(M):
+    """Rows split in pairs over torch's OpenMP threads or numpy's OpenBLAS threads: each row
+    gets the serial kernel's sum exactly."""
+    pytest.importorskip("torch")
+    from kcontract.freivalds import _cblas
+
+    rng = np.random.default_rng(M)
+    K = (1 << 17) // M + 5  # above the pools' threshold
+    X = rng.standard_normal((M, K)).astype(np.float32)
+    v = rng.standard_normal(K).astype(np.float32)
+    outs = []
+    for pool in (0, 1 if _cblas.torch_pool() else 0, 2 if _cblas.blas_pool() else 0):
+        o = np.full(M, np.nan, np.float32)
+        assert fastc.rows_dot(X, v, o, pool)
+        outs.append(o)
+    for o in outs[1:]:
+        assert np.array_equal(o, outs[0])
+
+
+@FEW
+def test_the_few_row_kernel_takes_only_native_float32_rows():
+    X = np.ones((4, 70), np.float32)
+    v, out = np.ones(70, np.float32), np.empty(4, np.float32)
+    for bad in (X.astype(np.float64), X.astype(">f4"), X[:, ::2], X.astype(np.int32)):
+        with pytest.raises(ValueError):
+            fastc.rows_dot(bad, np.ones(bad.shape[1], np.float32), out)
+    with pytest.raises(ValueError):  # v of the wrong length
+        fastc.rows_dot(X, np.ones(69, np.float32), out)
+    with pytest.raises(ValueError):  # out of the wrong length
+        fastc.rows_dot(X, v, np.empty(5, np.float32))
+
+
+@FEW
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("M", [1, 2, 17, 64, 65])
+def test_few_row_products_decide_alike_on_every_path(monkeypatch, lib, M):
+    """A float32 product of at most 64 rows: the compiled call (its products and every row's
+    sums of squares in one pass), the general path (the same kernel for z and w, the
+    screen's sums of squares apart) and the guard's linear check give the same screen to
+    the bit; one wrong element is still found.  65 rows: the BLAS's gemv on every path."""
+    rng = np.random.default_rng(M)
+    A = rng.standard_normal((M, 777)).astype(np.float32)
+    B = rng.standard_normal((777, 300)).astype(np.float32)
+    C = A @ B
+    args = (A, B, C)
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        args = tuple(torch.from_numpy(x) for x in args)
+    common = verify(*args, seed=11)  # the compiled common call
+    with monkeypatch.context() as m:
+        m.setattr(_core, "_COMMON", None)
+        fast = verify(*args, seed=11)  # the shortcut's compiled stage 1
+        m.setattr(_core, "_fast", lambda *a, **k: None)
+        slow = verify(*args, seed=11)  # the general path
+    for res in (common, fast, slow):
+        assert res.passed and res.screen_ratio == slow.screen_ratio
+        assert res.ratio == slow.ratio and float(res.threshold) == float(slow.threshold)
+    bad = C.copy()
+    bad[M // 2, 123] += 1e-4 * float(np.abs(C).max())
+    if lib == "torch":
+        bad = torch.from_numpy(bad)
+    res = verify(args[0], args[1], bad, seed=11)
+    assert not res.passed and (M // 2, 123) in res.suspect_elements

@@ -33,7 +33,7 @@ from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_f
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
 from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, SEED_END, Screen, _fastc,
-                      batch_screen, scale_from_stats, screen_one, screen_plan)
+                      _few_rows_dot, batch_screen, scale_from_stats, screen_one, screen_plan)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -655,7 +655,7 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         fn = fns.get(name, 0)
         if not fn:
             return False
-        pool = 0
+        pool = _POOL(backend == 0)  # (the few-row float32 kernel's threads)
     # its own buffers (the stage-1 plans' are shared with the other paths' calls), aligned
     # as theirs (see aligned_empty)
     r, y, z, w, buf = (aligned_empty(v.shape, v.dtype) for v in (r, y, z, w, buf))
@@ -816,9 +816,13 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         z = _mkl.matvec(ah, ops.host_view(yt), cols=cols)
         if z is None:
             return None
-    else:
-        z = ops.to_host(ops.matvec(a, yt, cdt))
-    w = ops.to_host(ops.matvec(c, rd, cdt))
+    else:  # (as the general path's stage 1: few float32 rows by the compiled stage 1's kernel)
+        z = _few_rows_dot(ops, a, yt, cdt)
+        if z is None:
+            z = ops.to_host(ops.matvec(a, yt, cdt))
+    w = _few_rows_dot(ops, c, rd, cdt)
+    if w is None:
+        w = ops.to_host(ops.matvec(c, rd, cdt))
     if bias is not None:
         z = z + float(ops.take(bias, ()) @ r)
     # the general path's row scales and calibration (row_scales() and screen() for a single
@@ -886,7 +890,8 @@ def _fast_compiled(a, b, c, M: int, K: int, N: int, name: str, seed: int, pfa: f
     i0 = 0 if rows else seed % (M - k + 1)
     dmax, dk, dk9, css, ass, yss = _fastc.stage1(fns[name], fns["ilp64"], a, b, c,
                                                  seed & _M64, seed >> 64, r, y, z, w, buf, i0,
-                                                 k, kmed, k9, rows, given, zoff)
+                                                 k, kmed, k9, rows, given, zoff, False,
+                                                 _POOL(backend == "numpy"))
     return _compiled_verdict(dmax, dk, dk9, css, ass, yss, brms, k, k9, M, K, N, units,
                              (name, acc, name, name), seed, pfa, backend, buf, y, coef)
 

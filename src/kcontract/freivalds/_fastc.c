@@ -108,6 +108,7 @@ static inline Py_ssize_t kind_size(int kind) { return kind == 0 ? 4 : kind == 1 
 static Py_ssize_t count(const Py_buffer *b, int kind) { return b->len / kind_size(kind); }
 
 static double sumsq_n(const void *buf, Py_ssize_t n, int kind);
+static double sumsq_rest(double s, const void *buf, Py_ssize_t n, int kind);
 /* sum of squares of the whole buffer (rowlen 0), or the largest over its rows */
 static double sumsq(const void *buf, Py_ssize_t n, int kind, Py_ssize_t rowlen) {
     if (rowlen <= 0 || rowlen >= n) return sumsq_n(buf, n, kind);
@@ -140,6 +141,23 @@ static inline __m512 load16_avx512(const char *b, int kind, Py_ssize_t j) {
     return _mm512_cvtph_ps(h);
 }
 
+/* the squares of 32 floats (v0, then v1), widened, into four float64 accumulators: eight
+ * elements each, in order (sumsq_avx512's step; the few-row kernel's, f32_rows_ss, too) */
+__attribute__((target("avx512f")))
+static inline void sq32_avx512(__m512 v0, __m512 v1, __m512d *s0, __m512d *s1, __m512d *s2,
+                               __m512d *s3) {
+    __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
+    __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(
+        _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1)));
+    __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
+    __m512d d3 = _mm512_cvtps_pd(_mm256_castpd_ps(
+        _mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
+    *s0 = _mm512_fmadd_pd(d0, d0, *s0);
+    *s1 = _mm512_fmadd_pd(d1, d1, *s1);
+    *s2 = _mm512_fmadd_pd(d2, d2, *s2);
+    *s3 = _mm512_fmadd_pd(d3, d3, *s3);
+}
+
 __attribute__((target("avx512f,avx2,f16c")))
 static double sumsq_avx512(const void *buf, Py_ssize_t n, int kind, Py_ssize_t *done) {
     const char *b = (const char *)buf;
@@ -160,19 +178,9 @@ static double sumsq_avx512(const void *buf, Py_ssize_t n, int kind, Py_ssize_t *
         s1 = _mm512_add_pd(s1, s3);
     } else {
         __m512d s2 = _mm512_setzero_pd(), s3 = _mm512_setzero_pd();
-        for (; i + 32 <= n; i += 32) {
-            __m512 v0 = load16_avx512(b, kind, i), v1 = load16_avx512(b, kind, i + 16);
-            __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
-            __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(
-                _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1)));
-            __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
-            __m512d d3 = _mm512_cvtps_pd(_mm256_castpd_ps(
-                _mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
-            s0 = _mm512_fmadd_pd(d0, d0, s0);
-            s1 = _mm512_fmadd_pd(d1, d1, s1);
-            s2 = _mm512_fmadd_pd(d2, d2, s2);
-            s3 = _mm512_fmadd_pd(d3, d3, s3);
-        }
+        for (; i + 32 <= n; i += 32)
+            sq32_avx512(load16_avx512(b, kind, i), load16_avx512(b, kind, i + 16),
+                        &s0, &s1, &s2, &s3);
         s0 = _mm512_add_pd(s0, s2);
         s1 = _mm512_add_pd(s1, s3);
     }
@@ -245,6 +253,13 @@ static double sumsq_n(const void *buf, Py_ssize_t n, int kind) {
         }
     }
 #endif
+    return sumsq_rest(s, buf, n, kind);
+}
+
+/* s plus the squares of buf[0:n]: sumsq_n's part after its vector loop, one compiled copy
+ * for it and for the fused row kernel (f32_rows_ss), so that both give the same bits */
+__attribute__((noinline))
+static double sumsq_rest(double s, const void *buf, Py_ssize_t n, int kind) {
     if (kind == 0) {
         const float *x = (const float *)buf;
 #pragma omp simd reduction(+ : s)
@@ -976,6 +991,89 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
     return 0;
 }
 
+/* ---- float32 rows times a vector, with each row's sum of squares ---------------------
+ * For products of at most SMALL_ROWS rows (kcontract.freivalds._screen) the screen wants
+ * every row's sum of squares of A and C beside A y and C r.  Read after the gemv, from the
+ * caches a large product has just emptied, the second pass cost a third to a half of the
+ * products themselves (18 us after 46 us for a 16 x 14336 float32 A, measured).  Here one
+ * pass makes both: out[i] = x_i . v (float32 lanes, then the lanes, then the tail in
+ * order: a float32 accumulation of K terms, as a float32 BLAS gemv makes) and
+ * ss[i] = sumsq_n(x_i, K) bit for bit (sumsq_avx512's step, sq32_avx512, and sums, then sumsq_rest),
+ * so the screen's statistics are those of every other path.  Two rows share each load of
+ * v; rows are split over the back end's threads in pairs (each row's sums are the same
+ * whichever thread makes them).  AVX-512 only (the caller keeps the two passes
+ * elsewhere). */
+#define FUSED_MAX_ROWS 64
+
+#ifdef KC_X86
+__attribute__((target("avx512f")))
+static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                               const float *v, float *out, double *ss) {
+    /* sumsq_n runs its vector loop from 64 elements on, over whole runs of 32 */
+    Py_ssize_t kv = K >= 64 ? K & ~(Py_ssize_t)31 : 0;
+    for (Py_ssize_t i = 0; i < M; i += 2) {
+        int nr = M - i < 2 ? 1 : 2;
+        const float *x[2] = {X + i * ld, X + (i + nr - 1) * ld};
+        __m512 a[2], b[2];
+        __m512d p[2][4];
+        for (int r = 0; r < 2; r++) {
+            a[r] = b[r] = _mm512_setzero_ps();
+            for (int q = 0; q < 4; q++) p[r][q] = _mm512_setzero_pd();
+        }
+        for (Py_ssize_t j = 0; j < kv; j += 32) {
+            __m512 e = _mm512_loadu_ps(v + j), o = _mm512_loadu_ps(v + j + 16);
+            for (int r = 0; r < 2; r++) {
+                __m512 u0 = _mm512_loadu_ps(x[r] + j), u1 = _mm512_loadu_ps(x[r] + j + 16);
+                a[r] = _mm512_fmadd_ps(u0, e, a[r]);
+                b[r] = _mm512_fmadd_ps(u1, o, b[r]);
+                sq32_avx512(u0, u1, &p[r][0], &p[r][1], &p[r][2], &p[r][3]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            double s = kv ? _mm512_reduce_add_pd(_mm512_add_pd(
+                                _mm512_add_pd(p[r][0], p[r][2]), _mm512_add_pd(p[r][1], p[r][3])))
+                          : 0.0;
+            ss[i + r] = sumsq_rest(s, x[r] + kv, K - kv, 0);
+            float t = 0.0f;
+            for (Py_ssize_t j = kv; j < K; j++) t += x[r][j] * v[j];
+            out[i + r] = (kv ? _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r])) : 0.0f) + t;
+        }
+    }
+}
+#endif
+
+struct f32ss_job {
+    const float *X;
+    Py_ssize_t ld, K;
+    const float *v;
+    float *out;
+    double *ss;
+};
+
+static void f32ss_range(const void *p, Py_ssize_t i0, Py_ssize_t i1) {
+#ifdef KC_X86
+    const struct f32ss_job *j = p;
+    f32_rows_ss_avx512(j->X + i0 * j->ld, j->ld, i1 - i0, j->K, j->v, j->out + i0,
+                       j->ss + i0);
+#else
+    (void)p, (void)i0, (void)i1;
+#endif
+}
+
+/* whether f32_rows_ss runs on this CPU */
+static int f32_rows_ss_ok(void) { return bf16_isa() == 2; }
+
+/* out = X v and ss[i] = the squares of row i summed (M x K float32, leading dimension ld),
+ * on the pool's threads where the matrix is large enough; f32_rows_ss_ok() must hold */
+static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                        const float *v, float *out, double *ss, int pool) {
+    struct f32ss_job job = {X, ld, K, v, out, ss};
+    if (pool && M >= 4 && M * K >= POOL_MIN_ELEMS)
+        on_pool(pool, f32ss_range, &job, M, 2);
+    else
+        f32ss_range(&job, 0, M);
+}
+
 /* the n function addresses of a registration call into a (usage: its signature); 1
  * where all are set, 0 where one is 0 (none registered), -1 with an error set */
 static int addresses(PyObject *const *args, Py_ssize_t nargs, int n, uintptr_t *a,
@@ -1058,6 +1156,57 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromLong(half_isa(isa, f16));
 }
 
+static int float_kind(const Py_buffer *b);
+
+/* rows_dot(x, v, out, pool=0) -> bool
+ * out = x v for a C-contiguous float32 matrix x (M x K, native byte order), float32 v (K)
+ * and out (M), with the kernel the compiled stage 1 uses for products of at most
+ * FUSED_MAX_ROWS rows (f32_rows_ss: the same bits; pool as gemv16's): the general path's
+ * z and w where the compiled call would make them so.  False where the CPU lacks the
+ * kernel (the caller's BLAS then). */
+static PyObject *rows_dot(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "rows_dot(x, v, out, pool=0)");
+        return NULL;
+    }
+    int pool = nargs == 4 ? (int)PyLong_AsLong(args[3]) : 0;
+    if (PyErr_Occurred()) return NULL;
+    if (!f32_rows_ss_ok()) Py_RETURN_FALSE;
+    Py_buffer x, v, out;
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+    if (PyObject_GetBuffer(args[0], &x, flags) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &v, flags) < 0) { PyBuffer_Release(&x); return NULL; }
+    if (PyObject_GetBuffer(args[2], &out, flags | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&x); PyBuffer_Release(&v);
+        return NULL;
+    }
+    int ok = x.ndim == 2 && float_kind(&x) == 4 && float_kind(&v) == 4
+             && float_kind(&out) == 4 && v.len == x.shape[1] * 4 && out.len == x.shape[0] * 4;
+    int nomem = 0;
+    if (ok && x.shape[0] > 0) {
+        Py_ssize_t M = x.shape[0], K = x.shape[1];
+        double stack[FUSED_MAX_ROWS];
+        double *ss = M <= FUSED_MAX_ROWS ? stack : malloc((size_t)M * sizeof(double));
+        if (ss == NULL) {
+            nomem = 1;
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            f32_rows_ss((const float *)x.buf, K, M, K, (const float *)v.buf, (float *)out.buf,
+                        ss, pool);
+            Py_END_ALLOW_THREADS
+            if (ss != stack) free(ss);
+        }
+    }
+    PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "rows_dot: x (M x K), v (K) and out (M) must be "
+                                          "C-contiguous native float32");
+        return NULL;
+    }
+    if (nomem) return PyErr_NoMemory();
+    Py_RETURN_TRUE;
+}
+
 /* stage 1 on acquired buffers (see stage1): the products, the residual |z + zoff - w| into
  * buf, its order statistics and the sums of squares into st (max |d|, d_(kmed), d_(k9),
  * sum c^2, sum a^2, sum y^2); -1 where a 16-bit product's scratch cannot be had */
@@ -1072,6 +1221,9 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
     int dbl = item == 8, narrow = item == 2;
     int c16 = narrow && C->itemsize == 2;
     int rc = 0;
+    /* float32 with every row's norms wanted: the products and the norms in one pass */
+    int fused = !narrow && !dbl && rows > 0 && M <= FUSED_MAX_ROWS && f32_rows_ss_ok();
+    double ssq[2 * FUSED_MAX_ROWS];
     Py_BEGIN_ALLOW_THREADS
     if (narrow) {
         if (!y_given) {
@@ -1086,8 +1238,13 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
             gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
         }
-        gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
-        gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
+        if (fused) {  /* every row's sums of squares in the same pass (see f32_rows_ss) */
+            f32_rows_ss(A->buf, K, M, K, Y->buf, Z->buf, ssq, pool);
+            f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssq + FUSED_MAX_ROWS, pool);
+        } else {
+            gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
+            gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
+        }
     }
     Py_END_ALLOW_THREADS
     if (rc < 0) return -1;
@@ -1102,8 +1259,17 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
     }
     order_stats(d, M, kmed, k9, &st[0], &st[1], &st[2]);
     int kind = dbl ? 1 : narrow ? (f16 ? 3 : 2) : 0;
-    st[3] = block_sumsq(C->buf, c16 ? kind : narrow ? 0 : kind, rows, M, N, i0, k);
-    st[4] = block_sumsq(A->buf, kind, rows, M, K, i0, k);
+    if (fused) {  /* the largest row's, as block_sumsq gives it */
+        st[3] = st[4] = 0.0;
+        for (Py_ssize_t i = 0; i < M; i++) {
+            double c = ssq[FUSED_MAX_ROWS + i], a = ssq[i];
+            if (c > st[3] || c != c) st[3] = c;
+            if (a > st[4] || a != a) st[4] = a;
+        }
+    } else {
+        st[3] = block_sumsq(C->buf, c16 ? kind : narrow ? 0 : kind, rows, M, N, i0, k);
+        st[4] = block_sumsq(A->buf, kind, rows, M, K, i0, k);
+    }
     st[5] = sumsq_n(Y->buf, K, dbl ? 1 : 0);
     return 0;
 }
@@ -2735,6 +2901,9 @@ static PyMethodDef methods[] = {
      "or whether they are the expected ones"},
     {"pool_batches", pool_batches_py, METH_NOARGS,
      "pool_batches() -> how many batches' matrices ran on the registered pool"},
+    {"rows_dot", (PyCFunction)(void (*)(void))rows_dot, METH_FASTCALL,
+     "rows_dot(x, v, out, pool=0) -> bool: out = x v, float32 rows, the compiled stage 1's "
+     "kernel for products of few rows (False: not on this CPU)"},
     {"set_blas_pool", (PyCFunction)(void (*)(void))set_blas_pool, METH_FASTCALL,
      "set_blas_pool(pthread, num_threads): numpy's OpenBLAS threads for the 16-bit products"},
     {"blas_shares", blas_shares_py, METH_NOARGS,
@@ -2754,5 +2923,13 @@ PyMODINIT_FUNC PyInit__fastc(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (str_version == NULL || str_data_ptr == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the most rows the compiled stage 1 makes with rows_dot's kernel (and when the CPU
+     * has it: FEW_ROWS_KERNEL) */
+    if (m != NULL && (PyModule_AddIntConstant(m, "FEW_ROWS", FUSED_MAX_ROWS) < 0
+                      || PyModule_AddIntConstant(m, "FEW_ROWS_KERNEL", f32_rows_ss_ok()) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -425,14 +425,35 @@ class Guard(contextlib.ContextDecorator):
         """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
         the one that reads each property), else :func:`verify` -- at once where the
         remembered check was made and a row is beyond its screen (the other lean check would
-        make the same products again)."""
+        make the same products again).  (The remembered check and a passing lean check's
+        bookkeeping are written out here rather than called: each Python call right after
+        a product costs microseconds, from cold caches.)"""
         if self.cache_weights:
             t0 = _clock()
-            made = self._lean_fast(x, weight, out, bias, t0) if self._fast else None
-            if made:
-                return
-            if made is None and self._lean_linear(x, weight, out, bias):
-                self._lean_counted(_clock() - t0)
+            last = None
+            fast = self._fast
+            if fast:  # the remembered lean check, in one compiled call (see _remember)
+                seed = (self._seed_at + _STEP) & _SEED_MASK
+                last = _LEAN_C(fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
+                if last is not None and last is not False:
+                    self._seed_at = seed
+                    self._last = last
+            if last is None and self._lean_linear(x, weight, out, bias):
+                last = True
+            if last is not None and last is not False:  # a lean check made, and passed
+                dt = _clock() - t0
+                st = self.stats
+                st.calls += 1
+                st.seconds += dt
+                st.checked += 1
+                op = st.by_op.get("linear")
+                if op is None:
+                    op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
+                op[0] += 1
+                op[1] += dt
+                st.cache_hits += 1  # (as _cache_hit)
+                if st.cache_hits == self._refresh_at:
+                    self._new_signs()
                 return
         try:
             a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
@@ -508,38 +529,13 @@ class Guard(contextlib.ContextDecorator):
         self._remember(x, w, out, bias, ent, parts, M, fmt)
         return True
 
-    def _lean_counted(self, dt: float) -> None:
-        """A lean check made (it passed): counted, its seconds, a cache hit."""
-        self.stats.calls += 1
-        self.stats.seconds += dt
-        self._count("linear", dt, False)
-        self._cache_hit()
-
-    def _lean_fast(self, x, w, out, bias, t0: float) -> Optional[bool]:
-        """The lean linear check (:meth:`_lean_linear`) for a weight, a bias and shapes it
-        has passed with before (see :meth:`_remember`), in one compiled call
-        (``_fastc.lean``) without reading the tensors' properties one call at a time from
-        Python -- each such step costs microseconds right after a product, from cold
-        caches: a TensorGuards check compares x's, out's, the weight's and the bias's
-        types, dispatch keys (CPU, dense, no negation bit), dtypes, sizes and strides
-        with those the check passed with; then the weight's and the bias's version
-        counters, addresses and sampled bytes, as there.  True where the check was made
-        and every row clears the screen (counted from t0); False where it was made and a
-        row is beyond the screen (verify decides); None where this path does not apply
-        (the caller goes on to :meth:`_lean_linear`)."""
-        seed = (self._seed_at + _STEP) & _SEED_MASK
-        last = _LEAN_C(self._fast, x, out, w, bias, seed, ROW_RELIEF_MIN)
-        if last is None or last is False:
-            return last
-        self._seed_at = seed
-        self._last = last
-        self._lean_counted(_clock() - t0)
-        return True
-
     def _remember(self, x, w, out, bias, ent, parts, M: int, fmt) -> None:
-        """After a lean check that passed: what :meth:`_lean_fast` needs to repeat it for
-        tensors like these (a :class:`_Lean`: a TensorGuards of x, out, the weight and the
-        bias; at most GUARDS_PER_WEIGHT shapes a weight, the latest first)."""
+        """After a lean check that passed: what :meth:`_linear_now`'s remembered check
+        (``_fastc.lean``: a TensorGuards check of x's, out's, the weight's and the bias's
+        types, dispatch keys, dtypes, sizes and strides, then the weight's and the bias's
+        version counters, addresses and sampled bytes) needs to repeat it for tensors like
+        these (a :class:`_Lean`; at most GUARDS_PER_WEIGHT shapes a weight, the latest
+        first)."""
         TG = _tensorguards.tensor_guards()
         ver, fp = ent[1], ent[3]
         if TG is False or fp is None or _LEAN_C is None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _cblas
 from . import _model as model
-from ._backend import NumpyOps, aligned_empty, scratch
+from ._backend import NUMPY_OPS, NumpyOps, aligned_empty, scratch
 
 try:  # the per-call O(n) work compiled (optional: the same arithmetic in numpy otherwise)
     from . import _fastc
@@ -165,11 +165,42 @@ def _round(p, k: int, seed: int, cdtype, pre):
         y = ops.matvec(p.b, rd, cdtype)
     if k == 0:
         p.y = y
-    z = ops.to_host(ops.matvec(p.a, y, cdtype))
-    w = ops.to_host(ops.matvec(p.c, rd, cdtype))
+    z = _few_rows_dot(ops, p.a, y, cdtype)
+    if z is None:
+        z = ops.to_host(ops.matvec(p.a, y, cdtype))
+    w = _few_rows_dot(ops, p.c, rd, cdtype)
+    if w is None:
+        w = ops.to_host(ops.matvec(p.c, rd, cdtype))
     if p.bias is not None:
         z = z + float(p.bias @ r)
     return z, w
+
+
+#: the most rows _few_rows_dot takes: those the compiled stage 1 makes with its few-row
+#: kernel (every row's norms wanted, SMALL_ROWS; at most the kernel's FEW_ROWS), None where
+#: it does not run here (no helper, or a CPU without AVX-512)
+_FEW_ROWS = min(SMALL_ROWS, _fastc.FEW_ROWS) \
+    if _fastc is not None and getattr(_fastc, "FEW_ROWS_KERNEL", 0) else None
+
+
+def _few_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
+    """X v (a host array) for a float32 matrix of at most SMALL_ROWS rows on the host, with
+    the kernel the compiled stage 1 makes it with there (``_fastc.rows_dot``: each row's
+    product and sum of squares in one pass), so that this path and the compiled one decide
+    alike to the bit; None where that kernel does not make it (the back end's matvec)."""
+    if _FEW_ROWS is None or len(X.shape) != 2 or not 0 < X.shape[0] <= _FEW_ROWS:
+        return None
+    numpy = ops is NUMPY_OPS
+    try:
+        xh, vh = (X, v) if numpy else (ops.host_view(X), ops.host_view(v))
+    except RuntimeError:  # (a tensor numpy cannot view: a negation or conjugation bit)
+        return None
+    if xh is None or vh is None or xh.dtype != np.float32 or vh.dtype != np.float32 \
+            or np.dtype(ops.host_dtype(cdtype)) != np.float32 or vh.ndim != 1 \
+            or not (xh.flags.c_contiguous and vh.flags.c_contiguous):
+        return None
+    out = np.empty(xh.shape[0], dtype=np.float32)
+    return out if _fastc.rows_dot(xh, vh, out, _cblas.pool_for(numpy)) else None
 
 
 def residual(z, w) -> np.ndarray:
