@@ -470,34 +470,45 @@ def test_the_few_row_kernel_takes_only_native_float32_rows():
         fastc.rows_dot(X, v, np.empty(5, np.float32))
 
 
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
 @FEW
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("op,out", [(np.float32, np.float32), (_BF16, _BF16),
+                                    (_BF16, np.float32), (np.float16, np.float16),
+                                    (np.float16, np.float32)])
 @pytest.mark.parametrize("M", [1, 2, 17, 64, 65])
-def test_few_row_products_decide_alike_on_every_path(monkeypatch, lib, M):
-    """A float32 product of at most 64 rows: the compiled call (its products and every row's
-    sums of squares in one pass), the general path (the same kernel for z and w, the
-    screen's sums of squares apart) and the guard's linear check give the same screen to
-    the bit; one wrong element is still found.  65 rows: the BLAS's gemv on every path."""
+def test_few_row_products_decide_alike_on_every_path(monkeypatch, lib, op, out, M):
+    """A product of at most 64 rows: the compiled common call and the shortcut's compiled
+    stage 1 (each row's product and sum of squares in one pass over A and over C) and the
+    general path (float32 rows by the same kernel, the screen's sums of squares apart) give
+    the same screen to the bit, for several seeds, float32 and 16-bit operands, C in their
+    format or float32; one wrong element is still found.  65 rows: two passes everywhere."""
     rng = np.random.default_rng(M)
-    A = rng.standard_normal((M, 777)).astype(np.float32)
-    B = rng.standard_normal((777, 300)).astype(np.float32)
-    C = A @ B
+    A = rng.standard_normal((M, 777)).astype(op)
+    B = rng.standard_normal((777, 300)).astype(op)
+    C = (A.astype(np.float32) @ B.astype(np.float32)).astype(out)
     args = (A, B, C)
     if lib == "torch":
         torch = pytest.importorskip("torch")
-        args = tuple(torch.from_numpy(x) for x in args)
-    common = verify(*args, seed=11)  # the compiled common call
-    with monkeypatch.context() as m:
-        m.setattr(_core, "_COMMON", None)
-        fast = verify(*args, seed=11)  # the shortcut's compiled stage 1
-        m.setattr(_core, "_fast", lambda *a, **k: None)
-        slow = verify(*args, seed=11)  # the general path
-    for res in (common, fast, slow):
-        assert res.passed and res.screen_ratio == slow.screen_ratio
-        assert res.ratio == slow.ratio and float(res.threshold) == float(slow.threshold)
+        t_dt = {np.dtype(np.float32): torch.float32, _BF16: torch.bfloat16,
+                np.dtype(np.float16): torch.float16}
+        args = tuple(torch.from_numpy(x.astype(np.float32)).to(t_dt[x.dtype]) for x in args)
+    for seed in (11, 12, 13):
+        common = verify(*args, seed=seed)  # the compiled common call
+        with monkeypatch.context() as m:
+            m.setattr(_core, "_COMMON", None)
+            fast = verify(*args, seed=seed)  # the shortcut's compiled stage 1
+            m.setattr(_core, "_fast", lambda *a, **k: None)
+            slow = verify(*args, seed=seed)  # the general path
+        for res in (common, fast, slow):
+            assert res.passed and res.screen_ratio == slow.screen_ratio
+            assert res.ratio == slow.ratio and float(res.threshold) == float(slow.threshold)
     bad = C.copy()
-    bad[M // 2, 123] += 1e-4 * float(np.abs(C).max())
+    big = float(np.abs(C.astype(np.float64)).max())
+    bad[M // 2, 123] += (1e-4 if out == np.float32 else 0.5) * big
     if lib == "torch":
-        bad = torch.from_numpy(bad)
+        bad = torch.from_numpy(bad.astype(np.float32)).to(t_dt[bad.dtype])
     res = verify(args[0], args[1], bad, seed=11)
     assert not res.passed and (M // 2, 123) in res.suspect_elements

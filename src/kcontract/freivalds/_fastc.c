@@ -867,9 +867,28 @@ struct half_job {
     const float *ve, *vo, *v;
     float *out;
     int isa, f16;
+    double *ss; /* (or NULL) each row's sum of squares, as sumsq_n makes it */
 };
 
+static void half_rows_dot(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1);
+
+/* the rows [i0, i1) of a half_gemv; with ss, four rows at a time, each block's sums of
+ * squares right after its products, while its rows are still in the core's caches (the
+ * products are the same: the kernels take rows in blocks of four) */
 static void half_rows(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1) {
+    if (j->ss == NULL) {
+        half_rows_dot(j, i0, i1);
+        return;
+    }
+    for (Py_ssize_t b = i0; b < i1; b += 4) {
+        Py_ssize_t e = b + 4 < i1 ? b + 4 : i1;
+        half_rows_dot(j, b, e);
+        for (Py_ssize_t i = b; i < e; i++)
+            j->ss[i] = sumsq_n(j->X + i * j->ld, j->K, j->f16 ? 3 : 2);
+    }
+}
+
+static void half_rows_dot(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1) {
     const uint16_t *X = j->X + i0 * j->ld;
     Py_ssize_t M = i1 - i0;
     float *out = j->out + i0;
@@ -967,10 +986,11 @@ static void half_range(const void *job, Py_ssize_t i0, Py_ssize_t i1) {
 /* out = X v (M x K bfloat16 bits, or float16 bits with f16, leading dimension ld; v, out
  * float32) with the instruction set `isa` (see half_isa): on the registered pool's
  * threads with `pool` (where one is registered and the product is large enough), else
- * on the calling thread; -1 where the scratch for v's halves cannot be had */
+ * on the calling thread; ss (or NULL): each row's sum of squares too (see half_rows); -1
+ * where the scratch for v's halves cannot be had */
 static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
-                     const float *v, float *out, int isa, int f16, int pool) {
-    struct half_job job = {X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16};
+                     const float *v, float *out, int isa, int f16, int pool, double *ss) {
+    struct half_job job = {X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16, ss};
     float stack[2 * 1024], *ve = stack;
     if (!f16) {
         Py_ssize_t h = K / 2;
@@ -1144,7 +1164,7 @@ static PyObject *gemv16_py(PyObject *self, PyObject *const *args, Py_ssize_t nar
         Py_ssize_t ld = x.shape[0] <= 1 ? x.shape[1] : x.strides[0] / 2;
         Py_BEGIN_ALLOW_THREADS
         rc = half_gemv((const uint16_t *)x.buf, ld, x.shape[0], x.shape[1],
-                       (const float *)v.buf, (float *)out.buf, isa, f16, pool);
+                       (const float *)v.buf, (float *)out.buf, isa, f16, pool, NULL);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
@@ -1221,26 +1241,30 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
     int dbl = item == 8, narrow = item == 2;
     int c16 = narrow && C->itemsize == 2;
     int rc = 0;
-    /* float32 with every row's norms wanted: the products and the norms in one pass */
-    int fused = !narrow && !dbl && rows > 0 && M <= FUSED_MAX_ROWS && f32_rows_ss_ok();
+    /* every row's norms wanted (few rows): each row's product and sum of squares in one
+     * pass over A and over C (f32_rows_ss; half_gemv's blocks), float32 rows by the kernel
+     * the general path's z and w are made with there (_fastc.rows_dot) */
+    int fused = !dbl && rows > 0 && M <= FUSED_MAX_ROWS && f32_rows_ss_ok();
     double ssq[2 * FUSED_MAX_ROWS];
+    double *ssa = fused ? ssq : NULL, *ssc = fused ? ssq + FUSED_MAX_ROWS : NULL;
     Py_BEGIN_ALLOW_THREADS
     if (narrow) {
         if (!y_given) {
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
-            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool);
+            rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool, NULL);
         }
-        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool);
-        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool);
+        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool, ssa);
+        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool, ssc);
+        else if (fused) f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
         else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
             gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
         }
-        if (fused) {  /* every row's sums of squares in the same pass (see f32_rows_ss) */
-            f32_rows_ss(A->buf, K, M, K, Y->buf, Z->buf, ssq, pool);
-            f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssq + FUSED_MAX_ROWS, pool);
+        if (fused) {
+            f32_rows_ss(A->buf, K, M, K, Y->buf, Z->buf, ssa, pool);
+            f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
         } else {
             gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
             gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
