@@ -1080,6 +1080,12 @@ static void f32ss_range(const void *p, Py_ssize_t i0, Py_ssize_t i1) {
 #endif
 }
 
+/* below this many float32 elements (or 8 rows) the few-row kernel stays on the calling
+ * thread: handing out 2 to 7 rows, or 32 K elements, cost more than the second core gave
+ * right after a product (measured: 4 x 14336 25.3 -> 29.4 us on the pool, 8 x 4096
+ * 18.9 -> 16.8) */
+#define F32_POOL_MIN_ELEMS (1 << 15)
+
 /* whether f32_rows_ss runs on this CPU */
 static int f32_rows_ss_ok(void) { return bf16_isa() == 2; }
 
@@ -1088,7 +1094,7 @@ static int f32_rows_ss_ok(void) { return bf16_isa() == 2; }
 static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                         const float *v, float *out, double *ss, int pool) {
     struct f32ss_job job = {X, ld, K, v, out, ss};
-    if (pool && M >= 4 && M * K >= POOL_MIN_ELEMS)
+    if (pool && M >= 8 && M * K >= F32_POOL_MIN_ELEMS)
         on_pool(pool, f32ss_range, &job, M, 2);
     else
         f32ss_range(&job, 0, M);
