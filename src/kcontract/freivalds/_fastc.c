@@ -1018,8 +1018,8 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
  * products themselves (18 us after 46 us for a 16 x 14336 float32 A, measured).  Here one
  * pass makes both: out[i] = x_i . v (float32 lanes, then the lanes, then the tail in
  * order: a float32 accumulation of K terms, as a float32 BLAS gemv makes) and
- * ss[i] = sumsq_n(x_i, K) bit for bit (sumsq_avx512's step, sq32_avx512, and sums, then sumsq_rest),
- * so the screen's statistics are those of every other path.  Two rows share each load of
+ * ss[i] = sumsq_n(x_i, K) bit for bit (sumsq_avx512's step, sq32_avx512, and its sums,
+ * then sumsq_rest), so the screen's statistics are those of every other path.  Two rows share each load of
  * v; rows are split over the back end's threads in pairs (each row's sums are the same
  * whichever thread makes them).  AVX-512 only (the caller keeps the two passes
  * elsewhere). */
