@@ -473,7 +473,6 @@ def test_the_few_row_kernel_takes_only_native_float32_rows():
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@FEW
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("op,out", [(np.float32, np.float32), (_BF16, _BF16),
                                     (_BF16, np.float32), (np.float16, np.float16),
@@ -484,7 +483,8 @@ def test_few_row_products_decide_alike_on_every_path(monkeypatch, lib, op, out, 
     stage 1 (each row's product and sum of squares in one pass over A and over C) and the
     general path (float32 rows by the same kernel, the screen's sums of squares apart) give
     the same screen to the bit, for several seeds, float32 and 16-bit operands, C in their
-    format or float32; one wrong element is still found.  65 rows: two passes everywhere."""
+    format or float32; one wrong element is still found.  65 rows: two passes everywhere
+    (and on a CPU without the few-row kernel: the BLAS and two passes on every path)."""
     rng = np.random.default_rng(M)
     A = rng.standard_normal((M, 777)).astype(op)
     B = rng.standard_normal((777, 300)).astype(op)
