@@ -114,6 +114,39 @@ def test_every_kind_decides_as_the_path_it_shortens(monkeypatch, lib, op, out, M
     assert not res.passed and (M // 2, 7) in res.suspect_elements
 
 
+def test_a_compiled_results_list_fields_are_its_own_empty_lists(monkeypatch):
+    """The compiled call's passing result makes its five list fields when first read:
+    empty lists of its own (one result's list changed leaves another's empty), equal to
+    the general path's for the same seed, in every view of the result (attributes,
+    to_dict, dataclasses.asdict, a pickled copy, equality)."""
+    import dataclasses
+    import pickle
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((120, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 80)).astype(np.float32)
+    c = a @ b
+    verify(a, b, c)  # (the shape's plan)
+    seen = calls(monkeypatch)
+    one, two = verify(a, b, c), verify(a, b, c, seed=9)
+    assert len(seen) == 2 and one.passed and two.passed
+    names = ("suspect_rows", "suspects", "screened_rows", "suspect_columns", "row_failures")
+    for name in names:
+        got = getattr(one, name)
+        assert got == [] and type(got) is list and getattr(one, name) is got
+        got.append(("changed",))
+        assert getattr(two, name) == [] and getattr(one, name) == [("changed",)]
+    with monkeypatch.context() as m:
+        m.setattr(_core, "_COMMON", None)
+        ref = verify(a, b, c, seed=9)
+    assert {k: v for k, v in two.to_dict().items() if k != "seconds"} == \
+        {k: v for k, v in ref.to_dict().items() if k != "seconds"}
+    fresh = verify(a, b, c, seed=9)
+    for view in (dataclasses.asdict(fresh), vars(pickle.loads(pickle.dumps(fresh)))):
+        assert all(view[n] == [] for n in names)
+    assert dataclasses.replace(fresh, seconds=0.0) == dataclasses.replace(two, seconds=0.0)
+
+
 def test_a_wrong_element_is_found_through_the_general_path_with_the_same_seed(monkeypatch):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((400, 300)).astype(np.float32)

@@ -944,14 +944,17 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
     bound) whose every row cleared the screen: the fields FreivaldsResult(...) would set,
     without its generated __init__ (many steps, each from cold caches right after a
     product): the fields whose class defaults hold (rounds, groups, bound, message, ...)
-    are left to them.  ``numbers``: threshold and scale are the compiled call's numbers
-    (a float, or a tuple per matrix of the batch shape[0]), made arrays on first read."""
+    are left to them, and the five empty lists (suspect rows, suspects, screened rows,
+    suspect columns, row failures) are made when first read (:class:`_ListOnRead`; five
+    fewer allocations from cold memory: a dict of the fields took 16 against 10.5 µs right
+    after a 1024³ product, one-off).  ``numbers``: threshold and scale are the compiled
+    call's numbers (a float, or a tuple per matrix of the batch shape[0]), made arrays on
+    first read."""
     fa, fb, fc, fd = fmts
-    d = {"passed": True, "reason": "verified", "suspect_rows": [], "suspects": [],
-         "ratio": ratio, "false_alarm": pfa, "screen_ratio": ratio, "screened_rows": [],
-         "suspect_columns": [], "row_failures": [], "shape": shape, "operand_format": fa,
-         "accumulate": fb, "output_format": fc, "check_precision": fd, "seed": seed,
-         "calibrated": calibrated, "backend": backend}
+    d = {"passed": True, "reason": "verified", "ratio": ratio, "false_alarm": pfa,
+         "screen_ratio": ratio, "shape": shape, "operand_format": fa, "accumulate": fb,
+         "output_format": fc, "check_precision": fd, "seed": seed, "calibrated": calibrated,
+         "backend": backend}
     if numbers:
         d["_numbers"] = (threshold, scale, shape[0])
     else:
@@ -992,10 +995,27 @@ class _ArrayOnRead:
         obj.__dict__[self.name] = value
 
 
+class _ListOnRead:
+    """FreivaldsResult's list fields where :func:`_passing` made the result: a new empty
+    list, kept in the result, when first read (everywhere else the instance's own list,
+    which Python finds before this class attribute)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        v = obj.__dict__[self.name] = []
+        return v
+
+
 _UNSET = object()
 _new_result = object.__new__
 FreivaldsResult.threshold = _ArrayOnRead("threshold", _UNSET)
 FreivaldsResult.noise_scale = _ArrayOnRead("noise_scale", None)
+for _name in ("suspect_rows", "suspects", "screened_rows", "suspect_columns", "row_failures"):
+    setattr(FreivaldsResult, _name, _ListOnRead(_name))
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
