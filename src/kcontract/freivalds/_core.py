@@ -332,8 +332,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
-        res = _common(a, b, c, seed,  # (max_rows clamped: the compiled call takes a C size)
-                      min(max(max_rows, 0), 1 << 30) if type(max_rows) is int else 0)
+        res = _common(a, b, c, seed, max_rows)
         if type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
@@ -441,12 +440,16 @@ def _common(a, b, c, seed=None, max_rows=0):
             return None
         if a.ndim > 2:
             return _common_batch(a, b, c, 0, seed, max_rows)
-        half = _HALF_NP.get(a.dtype, 0) if _HALF_NP else _half_tables()[0].get(a.dtype, 0)
+        dt = a.dtype
+        # (the usual dtypes by identity: a dtype's hash is computed each time, a few steps
+        # from cold caches right after a product; any other through the table)
+        half = 0 if dt is _F32 or dt is _F64 else 1 if dt is _BF16 else 2 if dt is _F16 \
+            else _HALF_NP.get(dt, 0) if _HALF_NP else _half_tables()[0].get(dt, 0)
         if half:
             # (c of the operands' format or float32: the compiled call takes 16-bit arrays
             # without their format -- a view costs microseconds right after a product -- and
             # would read any other 2-byte c as the operands' bits, a 4-byte one as float32)
-            if b.dtype != a.dtype or c.dtype != a.dtype and c.dtype != _F32:
+            if b.dtype != dt or c.dtype != dt and c.dtype != _F32:
                 return None
             out = _COMMON(a, b, c, half, 0, seed)
         else:
@@ -550,6 +553,9 @@ def _common_batch(a, b, c, backend: int, seed=None, max_rows=0):
     within their element bounds."""
     if _COMMON_BATCH is None:
         return None
+    # (verify's max_rows clamped: the compiled call takes a C size; only a batch reads it,
+    # so a single product's call does not pay for these steps right after its product)
+    max_rows = min(max(max_rows, 0), 1 << 30) if type(max_rows) is int else 0
     out = _COMMON_BATCH(a, b, c, backend, seed, ROW_RELIEF_MIN, max_rows)
     if out is None:
         return None
