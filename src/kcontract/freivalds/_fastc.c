@@ -32,7 +32,7 @@
  *       omp_get_thread_num and omp_get_num_threads).
  *   set_blas_pool(pthread, num_threads), blas_shares()
  *       registers OpenBLAS's threads (its gotoblas_pthread and thread count); how many
- *       shares of 16-bit products ran on them.
+ *       shares of the helper's products (16-bit, few-row float32) ran on them.
  *   common(a, b, c, ...), common_ptr(a_ptr, b_ptr, c_ptr, ...), common_batch(a, b, c, ...)
  *       verify's common call whole: the seed, stage 1 and the screen's decision, for one
  *       product of arrays, of CPU tensors at their addresses, or a strided batch, with
@@ -1019,45 +1019,55 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
  * pass makes both: out[i] = x_i . v (float32 lanes, then the lanes, then the tail in
  * order: a float32 accumulation of K terms, as a float32 BLAS gemv makes) and
  * ss[i] = sumsq_n(x_i, K) bit for bit (sumsq_avx512's step, sq32_avx512, and its sums,
- * then sumsq_rest), so the screen's statistics are those of every other path.  Two rows share each load of
- * v; rows are split over the back end's threads in pairs (each row's sums are the same
- * whichever thread makes them).  AVX-512 only (the caller keeps the two passes
- * elsewhere). */
+ * then sumsq_rest), so the screen's statistics are those of every other path.  Two rows
+ * share each load of v; rows are split over the back end's threads in pairs (each row's
+ * sums are the same whichever thread makes them).  AVX-512 only (the caller keeps the two
+ * passes elsewhere). */
 #define FUSED_MAX_ROWS 64
 
 #ifdef KC_X86
+/* nr (1 or 2, a constant where it is called) rows from x[0..nr) of f32_rows_ss_avx512 */
+__attribute__((target("avx512f"), always_inline))
+static inline void f32_block_avx512(const float *const *x, int nr, Py_ssize_t K,
+                                    Py_ssize_t kv, const float *v, float *out, double *ss) {
+    __m512 a[2], b[2];
+    __m512d p[2][4];
+    for (int r = 0; r < nr; r++) {
+        a[r] = b[r] = _mm512_setzero_ps();
+        for (int q = 0; q < 4; q++) p[r][q] = _mm512_setzero_pd();
+    }
+    for (Py_ssize_t j = 0; j < kv; j += 32) {
+        __m512 e = _mm512_loadu_ps(v + j), o = _mm512_loadu_ps(v + j + 16);
+        for (int r = 0; r < nr; r++) {
+            __m512 u0 = _mm512_loadu_ps(x[r] + j), u1 = _mm512_loadu_ps(x[r] + j + 16);
+            a[r] = _mm512_fmadd_ps(u0, e, a[r]);
+            b[r] = _mm512_fmadd_ps(u1, o, b[r]);
+            sq32_avx512(u0, u1, &p[r][0], &p[r][1], &p[r][2], &p[r][3]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        double s = kv ? _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(p[r][0], p[r][2]),
+                                                           _mm512_add_pd(p[r][1], p[r][3])))
+                      : 0.0;
+        ss[r] = sumsq_rest(s, x[r] + kv, K - kv, 0);
+        float t = 0.0f;
+        for (Py_ssize_t j = kv; j < K; j++) t += x[r][j] * v[j];
+        out[r] = (kv ? _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r])) : 0.0f) + t;
+    }
+}
+
 __attribute__((target("avx512f")))
 static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                                const float *v, float *out, double *ss) {
     /* sumsq_n runs its vector loop from 64 elements on, over whole runs of 32 */
-    Py_ssize_t kv = K >= 64 ? K & ~(Py_ssize_t)31 : 0;
-    for (Py_ssize_t i = 0; i < M; i += 2) {
-        int nr = M - i < 2 ? 1 : 2;
-        const float *x[2] = {X + i * ld, X + (i + nr - 1) * ld};
-        __m512 a[2], b[2];
-        __m512d p[2][4];
-        for (int r = 0; r < 2; r++) {
-            a[r] = b[r] = _mm512_setzero_ps();
-            for (int q = 0; q < 4; q++) p[r][q] = _mm512_setzero_pd();
-        }
-        for (Py_ssize_t j = 0; j < kv; j += 32) {
-            __m512 e = _mm512_loadu_ps(v + j), o = _mm512_loadu_ps(v + j + 16);
-            for (int r = 0; r < 2; r++) {
-                __m512 u0 = _mm512_loadu_ps(x[r] + j), u1 = _mm512_loadu_ps(x[r] + j + 16);
-                a[r] = _mm512_fmadd_ps(u0, e, a[r]);
-                b[r] = _mm512_fmadd_ps(u1, o, b[r]);
-                sq32_avx512(u0, u1, &p[r][0], &p[r][1], &p[r][2], &p[r][3]);
-            }
-        }
-        for (int r = 0; r < nr; r++) {
-            double s = kv ? _mm512_reduce_add_pd(_mm512_add_pd(
-                                _mm512_add_pd(p[r][0], p[r][2]), _mm512_add_pd(p[r][1], p[r][3])))
-                          : 0.0;
-            ss[i + r] = sumsq_rest(s, x[r] + kv, K - kv, 0);
-            float t = 0.0f;
-            for (Py_ssize_t j = kv; j < K; j++) t += x[r][j] * v[j];
-            out[i + r] = (kv ? _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r])) : 0.0f) + t;
-        }
+    Py_ssize_t kv = K >= 64 ? K & ~(Py_ssize_t)31 : 0, i = 0;
+    for (; i + 2 <= M; i += 2) {
+        const float *x[2] = {X + i * ld, X + (i + 1) * ld};
+        f32_block_avx512(x, 2, K, kv, v, out + i, ss + i);
+    }
+    if (i < M) {  /* an odd last row on its own */
+        const float *x[1] = {X + i * ld};
+        f32_block_avx512(x, 1, K, kv, v, out + i, ss + i);
     }
 }
 #endif
@@ -1119,7 +1129,7 @@ static int addresses(PyObject *const *args, Py_ssize_t nargs, int n, uintptr_t *
 
 /* set_pool(parallel, thread_num, num_threads): the addresses of GOMP_parallel,
  * omp_get_thread_num and omp_get_num_threads of the framework's OpenMP runtime (all 0:
- * none; the 16-bit products then run on the calling thread) */
+ * none; the helper's products then run on the calling thread) */
 static PyObject *set_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     uintptr_t a[3];
     int all = addresses(args, nargs, 3, a, "set_pool(parallel, thread_num, num_threads)");
@@ -1315,8 +1325,10 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
  * address fn (interface ilp64: see gemv) -- the BLAS the back end itself calls, with the
  * arguments it passes.  16-bit operands: a and b of bfloat16 bits (float16 bits with f16;
  * 2-byte items), c of the same format's bits or float32, r, y, z, w float32; the 16-bit
- * products by half_gemv (pool: 1 the registered OpenMP threads, 2 OpenBLAS's), a float32 c's by the BLAS
- * gemv at fn.  buf: float64 scratch of 2 M. */
+ * products by half_gemv (pool: 1 the registered OpenMP threads, 2 OpenBLAS's), a float32 c's
+ * by the BLAS gemv at fn.  Float32 rows of a product of at most FUSED_MAX_ROWS rows (every
+ * row's norms wanted) by f32_rows_ss instead, on the same pool.  buf: float64 scratch of
+ * 2 M. */
 static PyObject *stage1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 19 || nargs > 21) {
         PyErr_SetString(PyExc_TypeError, "stage1(fn, ilp64, a, b, c, seed_lo, seed_hi, r, y, z, "
@@ -1447,8 +1459,8 @@ static int take_seed(PyObject *given, uint64_t *seed) {
  *             min_k_from_y, half, citem, backend, pool, alpha, beta, cap_slack, med, med_q90,
  *             floor_fraction, lam, info)
  * registers the plan of one shape and kind (see common; item and citem: the bytes of an
- * operand's and of C's elements; pool: the threads of the 16-bit products, as
- * gemv16's); info: any object, returned with each of the shape's results */
+ * operand's and of C's elements; pool: the threads of the helper's own products (16-bit,
+ * few-row float32), as gemv16's); info: any object, returned with each of the shape's results */
 static PyObject *common_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 29) {
         PyErr_SetString(PyExc_TypeError, "common_plan: 29 arguments");
@@ -2922,7 +2934,7 @@ static PyMethodDef methods[] = {
     {"common_plan", (PyCFunction)(void (*)(void))common_plan, METH_FASTCALL,
      "common_plan(...): registers common's plan for one shape"},
     {"set_pool", (PyCFunction)(void (*)(void))set_pool, METH_FASTCALL,
-     "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the 16-bit products "
+     "set_pool(parallel, thread_num, num_threads): the OpenMP runtime the helper's products "
      "and MKL's batches may run on"},
     {"lean", (PyCFunction)(void (*)(void))lean, METH_FASTCALL,
      "the guard's remembered lean linear check (see the source)"},
@@ -2935,9 +2947,9 @@ static PyMethodDef methods[] = {
      "rows_dot(x, v, out, pool=0) -> bool: out = x v, float32 rows, the compiled stage 1's "
      "kernel for products of few rows (False: not on this CPU)"},
     {"set_blas_pool", (PyCFunction)(void (*)(void))set_blas_pool, METH_FASTCALL,
-     "set_blas_pool(pthread, num_threads): numpy's OpenBLAS threads for the 16-bit products"},
+     "set_blas_pool(pthread, num_threads): numpy's OpenBLAS threads for the helper's products"},
     {"blas_shares", blas_shares_py, METH_NOARGS,
-     "blas_shares() -> how many shares of 16-bit products ran on OpenBLAS's own threads"},
+     "blas_shares() -> how many shares of the helper's products ran on OpenBLAS's threads"},
     {"gemv16", (PyCFunction)(void (*)(void))gemv16_py, METH_FASTCALL,
      "gemv16(x, v, out, isa=-1, f16=0, pool=0) -> isa: out = x v, 16-bit rows, float32 "
      "accumulation"},
