@@ -512,3 +512,31 @@ def test_few_row_products_decide_alike_on_every_path(monkeypatch, lib, op, out, 
         bad = torch.from_numpy(bad.astype(np.float32)).to(t_dt[bad.dtype])
     res = verify(args[0], args[1], bad, seed=11)
     assert not res.passed and (M // 2, 123) in res.suspect_elements
+
+
+def test_a_pool_is_registered_from_the_first_library_with_every_symbol():
+    """_cblas._register_first: alternatives tried in order, a library lacking a symbol
+    skipped, a registration that refuses counted as none."""
+    import ctypes
+
+    from kcontract.freivalds import _cblas
+
+    paths = _cblas._numpy_blas_paths()
+    if not paths:
+        pytest.skip("numpy's BLAS is not a bundled library")
+    lib = ctypes.CDLL(paths[0])
+    names = [n for n in ("cblas_sgemv", "scipy_cblas_sgemv64_", "cblas_sgemv64_",
+                         "scipy_cblas_sgemv") if hasattr(lib, n)]
+    if not names:
+        pytest.skip("no CBLAS sgemv in numpy's BLAS")
+    want = ctypes.cast(getattr(lib, names[0]), ctypes.c_void_p).value
+    seen = []
+    assert _cblas._register_first(paths[:1], (("no_such_symbol", names[0]),),
+                                  lambda a: seen.append(a) or True)
+    assert seen == [want]
+    seen.clear()
+    assert not _cblas._register_first(paths, (names[0], "no_such_symbol"),
+                                      lambda *a: seen.append(a) or True)
+    assert not seen
+    assert not _cblas._register_first(paths[:1], (names[0],), lambda a: seen.append(a) or False)
+    assert seen == [want]

@@ -22,17 +22,44 @@ _NAMES = (("scipy_cblas_{}64_", True), ("cblas_{}64_", True), ("scipy_cblas_{}",
           ("cblas_{}", False))
 
 
+def _loaded_libraries() -> set:
+    """The paths of the shared libraries loaded in this process (empty where
+    /proc/self/maps cannot be read)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return {ln.split()[-1] for ln in fh if ".so" in ln}
+    except OSError:
+        return set()
+
+
 def _numpy_blas_paths() -> list:
     import numpy as np  # noqa: F401  (its BLAS is loaded with it)
 
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = {ln.split()[-1] for ln in fh if ".so" in ln}
-    except OSError:
-        return []
     # numpy's own bundled library only: another BLAS loaded beside it (scipy's, MKL) would
     # sum in another order than numpy's `X @ v`
-    return sorted(p for p in paths if "blas" in p.lower() and "numpy" in p.lower())
+    return sorted(p for p in _loaded_libraries() if "blas" in p.lower() and "numpy" in p.lower())
+
+
+def _register_first(paths, symbols, register) -> bool:
+    """``register(*addresses)`` with the first library among ``paths`` that exports every
+    one of ``symbols`` (each a name, or a tuple of names tried in order); whether one was
+    registered (``register`` returning true)."""
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        found = []
+        for names in symbols:
+            f = next((getattr(lib, n) for n in ((names,) if isinstance(names, str) else names)
+                      if hasattr(lib, n)), None)
+            if f is None:
+                break
+            found.append(ctypes.cast(f, ctypes.c_void_p).value)
+        else:
+            if register(*found):
+                return True
+    return False
 
 
 _MKL: Optional[dict] = None
@@ -104,42 +131,27 @@ _OMP_NAMES = ("libgomp", "libiomp5", "libomp")
 
 def _loaded_omp_paths() -> list:
     """The OpenMP runtimes loaded in this process, torch's own first."""
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = {ln.split()[-1] for ln in fh if ".so" in ln}
-    except OSError:
-        return []
-    found = [p for p in paths if p.rsplit("/", 1)[-1].startswith(_OMP_NAMES)]
+    found = [p for p in _loaded_libraries() if p.rsplit("/", 1)[-1].startswith(_OMP_NAMES)]
     return sorted(found, key=lambda p: ("torch" not in p.lower(), p))
 
 
 def torch_pool() -> bool:
     """Register torch's OpenMP threads with the compiled helper (``_fastc.set_pool``), so
-    that its 16-bit products for CPU tensors run on the threads torch's own products ran
-    on (awake right after them) rather than on the calling thread alone: one core draws
-    only part of the memory's bandwidth.  True where registered; False without torch
-    loaded, the helper, or an OpenMP runtime in the process (the products then run on the
-    calling thread, with the same results)."""
+    that its own products (16-bit, few-row float32) for CPU tensors run on the threads
+    torch's own products ran on (awake right after them) rather than on the calling thread
+    alone: one core draws only part of the memory's bandwidth.  True where registered;
+    False without torch loaded, the helper, or an OpenMP runtime in the process (the
+    products then run on the calling thread, with the same results)."""
     global _POOL
     if _POOL is not None:
         return _POOL
     from ._screen import _fastc
 
-    ok = False
     with _lock:
-        if _fastc is not None and "torch" in __import__("sys").modules:
-            for path in _loaded_omp_paths():
-                try:
-                    lib = ctypes.CDLL(path)
-                    fns = [ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in
-                           ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")]
-                except (OSError, AttributeError):
-                    continue
-                ok = bool(_fastc.set_pool(*fns))
-                if ok:
-                    break
-        _POOL = ok
-    return ok
+        _POOL = _fastc is not None and "torch" in __import__("sys").modules \
+            and _register_first(_loaded_omp_paths(), ("GOMP_parallel", "omp_get_thread_num",
+                                                      "omp_get_num_threads"), _fastc.set_pool)
+    return _POOL
 
 
 _BLAS_POOL: Optional[bool] = None
@@ -150,43 +162,30 @@ _THREADS_NAMES = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads
 
 def blas_pool() -> bool:
     """Register numpy's OpenBLAS threads with the compiled helper (``_fastc.set_blas_pool``),
-    so that the 16-bit products of numpy arrays run on the threads numpy's own products
-    ran on.  After a product OpenBLAS's threads spin for a while before they sleep, and a
-    thread of our own beside them gets the second core late or not at all (measured: one
-    thread did 15 of 16 blocks of rows); OpenBLAS's ``gotoblas_pthread`` hands a function
-    to its own threads, the calling thread taking the first share.  True where
-    registered; False without the helper or where numpy's BLAS is not an OpenBLAS with
-    its own thread server (the products then run on the calling thread, with the same
-    results: each row's sum does not depend on the thread that makes it)."""
+    so that its own products (16-bit, few-row float32) of numpy arrays run on the threads
+    numpy's own products ran on.  After a product OpenBLAS's threads spin for a while
+    before they sleep, and a thread of our own beside them gets the second core late or not
+    at all (measured: one thread did 15 of 16 blocks of rows); OpenBLAS's
+    ``gotoblas_pthread`` hands a function to its own threads, the calling thread taking the
+    first share.  True where registered; False without the helper or where numpy's BLAS is
+    not an OpenBLAS with its own thread server (the products then run on the calling
+    thread, with the same results: each row's sum does not depend on the thread that makes
+    it)."""
     global _BLAS_POOL
     if _BLAS_POOL is not None:
         return _BLAS_POOL
     from ._screen import _fastc
 
-    ok = False
     with _lock:
-        if _fastc is not None:
-            for path in _numpy_blas_paths():
-                try:
-                    lib = ctypes.CDLL(path)
-                except OSError:
-                    continue
-                run = getattr(lib, "gotoblas_pthread", None)
-                count = next((f for f in (getattr(lib, n, None) for n in _THREADS_NAMES)
-                              if f is not None), None)
-                if run is not None and count is not None:
-                    ok = bool(_fastc.set_blas_pool(ctypes.cast(run, ctypes.c_void_p).value,
-                                                   ctypes.cast(count, ctypes.c_void_p).value))
-                    if ok:
-                        break
-        _BLAS_POOL = ok
-    return ok
+        _BLAS_POOL = _fastc is not None and _register_first(
+            _numpy_blas_paths(), ("gotoblas_pthread", _THREADS_NAMES), _fastc.set_blas_pool)
+    return _BLAS_POOL
 
 
 def pool_for(numpy_arrays: bool) -> int:
-    """The threads the helper's 16-bit products run on: 2 numpy's OpenBLAS threads (for
-    numpy arrays, see :func:`blas_pool`), 1 torch's OpenMP threads (for CPU tensors, see
-    :func:`torch_pool`), 0 the calling thread alone."""
+    """The threads the helper's own products (16-bit, few-row float32) run on: 2 numpy's
+    OpenBLAS threads (for numpy arrays, see :func:`blas_pool`), 1 torch's OpenMP threads
+    (for CPU tensors, see :func:`torch_pool`), 0 the calling thread alone."""
     if numpy_arrays:
         return 2 if blas_pool() else 0
     return 1 if torch_pool() else 0

@@ -676,7 +676,7 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
 
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_POOL = _cblas.pool_for  # 16-bit products on the back end's own threads
+_POOL = _cblas.pool_for  # the helper's own products on the back end's own threads
 
 
 _BF16, _F16 = NUMPY_FORMATS["bfloat16"], NUMPY_FORMATS["float16"]
