@@ -33,7 +33,7 @@ from ._backend import (_NP_NAMES, NUMPY_FORMATS, NUMPY_OPS, aligned_empty, ops_f
 from ._screen import (SAMPLE_ROWS, SMALL_ROWS, Projection, group_of, rademacher,  # noqa: F401
                       ratio_rows, residual, row_relief, row_scales, screen, signs, stage1)
 from ._screen import (_M64, MIN_K_FROM_Y, ROW_RELIEF_MIN, SEED_END, Screen, _fastc,
-                      _few_rows_dot, batch_screen, scale_from_stats, screen_one, screen_plan)
+                      batch_screen, scale_from_stats, screen_one, screen_plan, stage1_matvec)
 
 DEFAULT_FALSE_ALARM = 1e-9
 DEFAULT_MAX_ROWS = 32
@@ -652,7 +652,6 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         fn = fns.get("float32", 0) if citem == 4 else 0
         if citem == 4 and not fn:
             return False
-        pool = _POOL(backend == 0)
     else:
         dt = _F32 if item == 4 else _F64
         name = _NP_NAMES[dt]
@@ -661,7 +660,7 @@ def _common_plan(M: int, K: int, N: int, item: int, half: int, citem: int,
         fn = fns.get(name, 0)
         if not fn:
             return False
-        pool = _POOL(backend == 0)  # (the few-row float32 kernel's threads)
+    pool = _POOL(backend == 0)  # (the threads of the helper's own products)
     # its own buffers (the stage-1 plans' are shared with the other paths' calls), aligned
     # as theirs (see aligned_empty)
     r, y, z, w, buf = (aligned_empty(v.shape, v.dtype) for v in (r, y, z, w, buf))
@@ -822,13 +821,9 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
         z = _mkl.matvec(ah, ops.host_view(yt), cols=cols)
         if z is None:
             return None
-    else:  # (as the general path's stage 1: few float32 rows by the compiled stage 1's kernel)
-        z = _few_rows_dot(ops, a, yt, cdt)
-        if z is None:
-            z = ops.to_host(ops.matvec(a, yt, cdt))
-    w = _few_rows_dot(ops, c, rd, cdt)
-    if w is None:
-        w = ops.to_host(ops.matvec(c, rd, cdt))
+    else:
+        z = stage1_matvec(ops, a, yt, cdt)
+    w = stage1_matvec(ops, c, rd, cdt)
     if bias is not None:
         z = z + float(ops.take(bias, ()) @ r)
     # the general path's row scales and calibration (row_scales() and screen() for a single

@@ -165,29 +165,31 @@ def _round(p, k: int, seed: int, cdtype, pre):
         y = ops.matvec(p.b, rd, cdtype)
     if k == 0:
         p.y = y
-    z = _few_rows_dot(ops, p.a, y, cdtype)
-    if z is None:
-        z = ops.to_host(ops.matvec(p.a, y, cdtype))
-    w = _few_rows_dot(ops, p.c, rd, cdtype)
-    if w is None:
-        w = ops.to_host(ops.matvec(p.c, rd, cdtype))
+    z = stage1_matvec(ops, p.a, y, cdtype)
+    w = stage1_matvec(ops, p.c, rd, cdtype)
     if p.bias is not None:
         z = z + float(p.bias @ r)
     return z, w
 
 
-#: the most rows _few_rows_dot takes: those the compiled stage 1 makes with its few-row
-#: kernel (every row's norms wanted, SMALL_ROWS; at most the kernel's FEW_ROWS), None where
-#: it does not run here (no helper, or a CPU without AVX-512)
+#: the most rows stage1_matvec makes with the few-row kernel: those the compiled stage 1
+#: makes with it (every row's norms wanted, SMALL_ROWS; at most the kernel's FEW_ROWS),
+#: None where it does not run here (no helper, or a CPU without AVX-512)
 _FEW_ROWS = min(SMALL_ROWS, _fastc.FEW_ROWS) \
     if _fastc is not None and getattr(_fastc, "FEW_ROWS_KERNEL", 0) else None
 
 
+def stage1_matvec(ops, X, v, cdtype) -> np.ndarray:
+    """X v as a host array, as the compiled stage 1 makes it: for a float32 matrix of at
+    most SMALL_ROWS rows on the host with the kernel it uses there (``_fastc.rows_dot``:
+    each row's product and sum of squares in one pass), so that this path and the compiled
+    one decide alike to the bit; otherwise the back end's matvec."""
+    out = _few_rows_dot(ops, X, v, cdtype)
+    return out if out is not None else ops.to_host(ops.matvec(X, v, cdtype))
+
+
 def _few_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
-    """X v (a host array) for a float32 matrix of at most SMALL_ROWS rows on the host, with
-    the kernel the compiled stage 1 makes it with there (``_fastc.rows_dot``: each row's
-    product and sum of squares in one pass), so that this path and the compiled one decide
-    alike to the bit; None where that kernel does not make it (the back end's matvec)."""
+    """:func:`stage1_matvec` by the few-row kernel, or None where it does not make it."""
     if _FEW_ROWS is None or len(X.shape) != 2 or not 0 < X.shape[0] <= _FEW_ROWS:
         return None
     numpy = ops is NUMPY_OPS
