@@ -290,7 +290,7 @@ class Guard(contextlib.ContextDecorator):
 
     def _cache_hit(self) -> None:
         """A check from a cached projection: counted, and every ``refresh`` of them the
-        signs are drawn anew."""
+        signs are drawn anew.  (Written out in :meth:`_linear_now` too: change both.)"""
         st = self.stats
         st.cache_hits += 1
         if st.cache_hits == self._refresh_at:
@@ -327,7 +327,8 @@ class Guard(contextlib.ContextDecorator):
         return False
 
     def _count(self, name: str, dt: float, screened: bool) -> None:
-        """A check made: the counters, and the per-op seconds."""
+        """A check made: the counters, and the per-op seconds.  (Written out in
+        :meth:`_linear_now` too: change both.)"""
         st = self.stats
         st.checked += 1
         op = st.by_op.get(name)
@@ -426,8 +427,9 @@ class Guard(contextlib.ContextDecorator):
         the one that reads each property), else :func:`verify` -- at once where the
         remembered check was made and a row is beyond its screen (the other lean check would
         make the same products again).  (The remembered check and a passing lean check's
-        bookkeeping are written out here rather than called: each Python call right after
-        a product costs microseconds, from cold caches.)"""
+        bookkeeping -- :meth:`_count` and :meth:`_cache_hit`'s -- are written out here rather
+        than called: writing out those two alone saved 1-2.6 us of a 36-74 us check at
+        M = 1, right after a product.)"""
         if self.cache_weights:
             t0 = _clock()
             last = None
