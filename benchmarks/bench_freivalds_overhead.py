@@ -418,9 +418,9 @@ def fmt_row(kind, shape, backend, dtype, m) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048, 4096])
-    ap.add_argument("--skinny-m", type=int, nargs="+", default=[1, 16, 128])
-    ap.add_argument("--skinny-kn", nargs="+", default=["4096x4096", "4096x14336", "14336x4096"],
-                    help="K x N of the skinny products")
+    ap.add_argument("--skinny-m", type=int, nargs="*", default=[1, 16, 128])
+    ap.add_argument("--skinny-kn", nargs="*", default=["4096x4096", "4096x14336", "14336x4096"],
+                    help="K x N of the skinny products (none: no skinny rows)")
     ap.add_argument("--attention", nargs="*", default=["4x6x128x64", "2x16x512x64"],
                     help="batch x heads x tokens x head size of the batched q k^T products")
     ap.add_argument("--decode-layers", type=int, default=16,

@@ -531,3 +531,97 @@ def test_operands_near_float32s_limit_raise_no_numpy_warnings():
             for _ in range(2):
                 torch.nn.functional.linear(a, b.T.contiguous())
     assert g.checked == 2 and g.failed == 0 and g.stats.errors == 0
+
+
+# addmm and baddbmm: a linear layer written as GPT-2's Conv1D, attention's scaled scores
+# ---------------------------------------------------------------------------
+
+class _Conv1D(torch.nn.Module):
+    """A linear layer as GPT-2's implementation writes it: a K x N weight and
+    ``torch.addmm(bias, x, weight)`` on the rows of x."""
+
+    def __init__(self, nx, nf, seed):
+        super().__init__()
+        self.weight = torch.nn.Parameter(t((nx, nf), seed) * 0.1)
+        self.bias = torch.nn.Parameter(t((nf,), seed + 1))
+
+    def forward(self, x):
+        shape = x.shape[:-1] + (self.weight.shape[1],)
+        return torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).view(shape)
+
+
+class _Fault(TorchFunctionMode):
+    """Beneath the guard: adds size * max|out| to one element of the n-th result of func
+    (size: 1e-3, well beyond float32's rounding; a bfloat16 output's rounding, 2^-9 of
+    each element, summed over a row of N signs, hides less than about sqrt(N) 2^-9 of the
+    row's magnitude: a wrong element needs more than that to be seen)."""
+
+    def __init__(self, func, n=0, where=(0, 0), size=1e-3):
+        super().__init__()
+        self.func, self.n, self.where, self.seen, self.size = func, n, where, 0, size
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is self.func:
+            if self.seen == self.n:
+                out = out.clone()
+                out[self.where] += self.size * float(out.abs().max())
+            self.seen += 1
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_guard_checks_addmm_layers_and_catches_a_wrong_element(dtype):
+    mlp = torch.nn.Sequential(_Conv1D(96, 384, 1), torch.nn.GELU(), _Conv1D(384, 96, 3)).to(dtype)
+    x = t((2, 40, 96), 5, dtype)
+    with torch.no_grad():
+        for _ in range(2):  # (the second pass: the weights' cached projections)
+            with guard() as g:
+                mlp(x)
+            assert g.checked == 2 and g.failed == 0 and g.stats.skipped == 0
+            assert set(g.stats.as_dict()["by_op"]) == {"addmm"}
+        for n in (0, 1):  # either layer's product, one element off
+            with pytest.raises(ProductCheckError) as err:
+                with _Fault(torch.addmm, n, (7, 11), 1e-3 if dtype is torch.float32 else 0.25):
+                    with guard():
+                        mlp(x)
+            assert err.value.result.suspect_elements == [(7, 11)]
+
+
+def test_the_guard_reads_addmms_other_spellings():
+    a, b, bias = t((33, 64), 1), t((64, 80), 2), t((80,), 3)
+    with guard() as g:
+        bias.addmm(a, b)  # the method
+        torch.addmm(input=bias[None], mat1=a, mat2=b)  # keywords; input one row of N
+        torch.addmm(t((33, 80), 4), a, b, beta=0)  # input ignored
+        torch.addmm(bias, a, b, alpha=0.25)  # a power of two
+    assert g.checked == 4 and g.failed == 0 and g.stats.skipped == 0
+    with guard() as g:  # forms the guard does not check: counted, not judged
+        torch.addmm(t((33, 80), 4), a, b)  # an input of more than one row
+        torch.addmm(bias, a, b, alpha=0.3)
+        torch.addmm(bias, a, b, beta=0.5)
+    assert g.checked == 0 and g.stats.skipped == 3 and g.stats.errors == 0
+    with pytest.raises(ProductCheckError):
+        with _Fault(torch.addmm, 0, (5, 6)):
+            with guard():
+                torch.addmm(bias, a, b, alpha=0.25)
+
+
+def test_the_guard_checks_baddbmm_attention_scores():
+    """Attention's scores as some implementations write them: ``baddbmm(empty, q, k^T,
+    beta=0, alpha=1/sqrt(d))`` (d = 64: a power of two, checked); a shared row bias too."""
+    q, k = t((6, 40, 64), 1), t((6, 40, 64), 2)
+    empty = torch.empty(6, 40, 40)
+    with guard() as g:
+        torch.baddbmm(empty, q, k.transpose(-1, -2), beta=0, alpha=0.125)
+        torch.baddbmm(t((40,), 3), q, k.transpose(-1, -2))
+        empty.baddbmm(q, k.transpose(-1, -2), beta=0)
+    assert g.checked == 3 and g.failed == 0 and g.stats.skipped == 0
+    with guard() as g:  # 1/sqrt(128) is not a power of two: not checked, counted
+        torch.baddbmm(empty, q, k.transpose(-1, -2), beta=0, alpha=128 ** -0.5)
+    assert g.checked == 0 and g.stats.skipped == 1
+    with pytest.raises(ProductCheckError) as err:
+        with _Fault(torch.baddbmm, 0, (4, 9, 30)):
+            with guard():
+                torch.baddbmm(empty, q, k.transpose(-1, -2), beta=0, alpha=0.125)
+    assert err.value.result.suspect_elements == [(4, 9, 30)]

@@ -4,8 +4,10 @@
         y = model(x)
     print(g.stats)
 
-Intercepts ``torch.matmul``, ``@``, ``Tensor.matmul``, ``mm``, ``bmm`` and
-``nn.functional.linear`` (hence ``nn.Linear``) through a ``TorchFunctionMode``.
+Intercepts ``torch.matmul``, ``@``, ``Tensor.matmul``, ``mm``, ``bmm``,
+``nn.functional.linear`` (hence ``nn.Linear``), ``addmm`` and ``baddbmm`` (where their
+input is ignored or is a bias row, and alpha a power of two) through a
+``TorchFunctionMode``.
 Each checked call costs one pass over the left operand and one over the output;
 for a fixed right operand (a weight, B = W^T in ``linear``) the vector B r is
 computed once and cached, keyed on the weight object and its version counter,
@@ -700,9 +702,11 @@ def _make_mode(g: Guard):
              torch.bmm: "bmm", torch.Tensor.bmm: "bmm"}
     rmat = {torch.Tensor.__rmatmul__}
     linear = {F.linear}
+    fused = {torch.addmm: "addmm", torch.Tensor.addmm: "addmm",
+             torch.baddbmm: "baddbmm", torch.Tensor.baddbmm: "baddbmm"}
 
     off = torch._C.DisableTorchFunction
-    watched = set(plain) | rmat | linear
+    watched = set(plain) | rmat | linear | set(fused)
 
     class _Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -737,6 +741,8 @@ def _make_mode(g: Guard):
                     bias = args[2] if len(args) > 2 else kwargs.get("bias")
                     if _tensors(x, w, out) and w.dim() == 2:
                         g.check_linear(x, w, out, bias)
+                elif func in fused:
+                    self._fused(fused[func], args, kwargs, out)
             except ProductCheckError:
                 raise
             except UsageError:
@@ -746,6 +752,47 @@ def _make_mode(g: Guard):
                 g.logger.warning("kcontract.freivalds guard could not check %s: %r",
                                  getattr(func, "__name__", func), exc)
             return out
+
+        def _fused(self, name, args, kwargs, out):
+            """addmm / baddbmm: ``out = beta input + alpha (mat1 @ mat2)`` (batched for
+            baddbmm), checked as the product with ``input`` as a bias where beta is 0
+            (input ignored) or 1 and input one row of N shared by every row (and batch); an
+            alpha other than 1 must be a power of two (``out / alpha`` is then the product
+            exactly, barring overflow and underflow).  Other forms (an input of more than
+            one row, other scalings) are not checked: counted in ``stats.skipped``."""
+            names = ("input", "batch1", "batch2") if name == "baddbmm" \
+                else ("input", "mat1", "mat2")
+            inp, a, b = (args[i] if len(args) > i else kwargs.get(n)
+                         for i, n in enumerate(names))
+            if not _tensors(a, b, out) or g._sampled_out():
+                return
+            beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+            N = b.shape[-1]
+            bias = None
+            if len(args) > 3:  # (the deprecated positional beta and alpha)
+                form = False
+            elif beta == 1 and isinstance(inp, torch.Tensor):
+                form = inp.numel() == N and (inp.dim() == 0 or inp.shape[-1] == N)
+                bias = inp.reshape(N) if form else None
+            else:
+                form = beta == 0
+            if not form or not isinstance(alpha, (int, float)) or alpha == 0 \
+                    or abs(math.frexp(alpha)[0]) != 0.5:  # (alpha not a power of two)
+                g.stats.calls += 1
+                g.stats.skipped += 1
+                return
+            c = out if alpha == 1 else out / alpha
+            if bias is not None and alpha != 1:
+                bias = bias / alpha
+            try:
+                a2, b2, c2 = _as_matrices(a, b, c)
+            except _WrongShape as e:
+                g._wrong_shape(name, *e.args)
+                return
+            if b2.dim() == 2:
+                a2, b2, c2 = _flat(a2, b2, c2)
+            param = b if _is_fixed(b) and b.dim() == 2 else None
+            g._check(name, a2, b2, c2, bias=bias, weight=param)
 
     return _Mode()
 
@@ -806,8 +853,10 @@ def _flat(a, b, c):
 
 
 def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
-    """Verify ``torch.matmul``, ``@``, ``mm``, ``bmm`` and ``nn.functional.linear``
-    calls made inside the block (or the decorated function).
+    """Verify ``torch.matmul``, ``@``, ``mm``, ``bmm``, ``nn.functional.linear``,
+    ``addmm`` and ``baddbmm`` calls made inside the block (or the decorated function):
+    ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every row and
+    alpha a power of two, the other forms counted as skipped.
 
     ``sample``: fraction of calls checked (randomly chosen).  ``on_fail``:
     ``"raise"`` a :class:`ProductCheckError`, ``"warn"`` (a
