@@ -17,7 +17,8 @@
  *       2 bfloat16 bits, 3 float16 bits).  Any NaN in d makes max |d| NaN.
  *   stage1(...), stage1_batch(...)
  *       the signs, the three matrix-vector products and the statistics above in one call:
- *       one float32 / float64 matrix through the back end's BLAS, or one with bfloat16
+ *       one float32 / float64 matrix through the back end's BLAS (a numpy batch of
+ *       float32 matrices: the helper's own products, see own_batch), or one with bfloat16
  *       or float16 operands through gemv16's kernels; every matrix of a strided batch.
  *   row_noise_batch(a, b, c, items, c2, s2, b2)
  *       ||C_i||^2 and sum_k a_ik^2 ||B_k||^2 of every row of the listed matrices of a batch.
@@ -1110,6 +1111,82 @@ static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         f32ss_range(&job, 0, M);
 }
 
+/* ---- small float32 products of a batch on numpy's OpenBLAS threads ------------------
+ * A numpy batch's matrices (attention's q k^T: 24 matrices of 128 x 64 times 64 x 128)
+ * are each too small for OpenBLAS to thread one product, and OpenBLAS cannot be called
+ * from its own threads: stage 1 of such a batch ran on the calling thread, a fifth slower
+ * than numpy's own three batched products there.  These kernels make the products
+ * instead, each matrix's on one of OpenBLAS's threads (see run_stage1_batch): out = X v
+ * for X row-major (each out[i] a float32 accumulation of K terms: sixteen lanes, then the
+ * lanes, then the tail in order) or column-major (each out[i] the K terms added in order,
+ * sixteen rows at a time): within the float32 bound of a BLAS gemv.  AVX-512 only. */
+#ifdef KC_X86
+__attribute__((target("avx512f")))
+static void f32_gemv_avx512(int trans, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
+                            const float *X, const float *v, float *out) {
+    if (!trans) {
+        Py_ssize_t kv = K & ~(Py_ssize_t)31;
+        for (Py_ssize_t i = 0; i < M; i++) {
+            const float *x = X + i * ld;
+            __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+            for (Py_ssize_t j = 0; j < kv; j += 32) {
+                a = _mm512_fmadd_ps(_mm512_loadu_ps(x + j), _mm512_loadu_ps(v + j), a);
+                b = _mm512_fmadd_ps(_mm512_loadu_ps(x + j + 16), _mm512_loadu_ps(v + j + 16), b);
+            }
+            float t = 0.0f;
+            for (Py_ssize_t j = kv; j < K; j++) t += x[j] * v[j];
+            out[i] = (kv ? _mm512_reduce_add_ps(_mm512_add_ps(a, b)) : 0.0f) + t;
+        }
+        return;
+    }
+    /* element (i, j) at X[j ld + i]: rows of the memory scaled by v_j and added, each
+     * out[i] from zero in the order of j -- in registers, 64 columns at a time, for a
+     * few hundred columns; through out (in the core's first cache) for more, so that the
+     * memory is read row after row: the same operations on each out[i], the same bits */
+    Py_ssize_t i = 0;
+    if (M > 256) {
+        Py_ssize_t mv = M & ~(Py_ssize_t)15;
+        __mmask16 m = (__mmask16)((1u << (M - mv)) - 1);
+        memset(out, 0, (size_t)M * sizeof(float));
+        for (Py_ssize_t j = 0; j < K; j++) {
+            const float *x = X + j * ld;
+            __m512 e = _mm512_set1_ps(v[j]);
+            for (i = 0; i < mv; i += 16)
+                _mm512_storeu_ps(out + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), e,
+                                                          _mm512_loadu_ps(out + i)));
+            if (m)
+                _mm512_mask_storeu_ps(out + mv, m,
+                                      _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + mv), e,
+                                                      _mm512_maskz_loadu_ps(m, out + mv)));
+        }
+        return;
+    }
+    for (; i + 64 <= M; i += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (Py_ssize_t j = 0; j < K; j++) {
+            const float *x = X + j * ld + i;
+            __m512 e = _mm512_set1_ps(v[j]);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x), e, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16), e, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 32), e, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 48), e, a3);
+        }
+        _mm512_storeu_ps(out + i, a0);
+        _mm512_storeu_ps(out + i + 16, a1);
+        _mm512_storeu_ps(out + i + 32, a2);
+        _mm512_storeu_ps(out + i + 48, a3);
+    }
+    for (; i < M; i += 16) {
+        __mmask16 m = M - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - i)) - 1);
+        __m512 a0 = _mm512_setzero_ps();
+        for (Py_ssize_t j = 0; j < K; j++)
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, X + j * ld + i),
+                                 _mm512_set1_ps(v[j]), a0);
+        _mm512_mask_storeu_ps(out + i, m, a0);
+    }
+}
+#endif
+
 /* the n function addresses of a registration call into a (usage: its signature); 1
  * where all are set, 0 where one is 0 (none registered), -1 with an error set */
 static int addresses(PyObject *const *args, Py_ssize_t nargs, int n, uintptr_t *a,
@@ -2192,7 +2269,7 @@ static PyObject *pool_batches_py(PyObject *self, PyObject *unused) {
 /* stage1_batch's work: the matrices t0 .. t1 - 1 of the batch (tmp: M doubles of scratch) */
 struct batch_job {
     uintptr_t fn;
-    int ilp64, dbl, kind, ta, tb, tc, failed;
+    int ilp64, dbl, kind, ta, tb, tc, failed, own; /* own: f32_gemv_avx512's products */
     const Py_buffer *A, *B, *C;
     Py_ssize_t lda, ldb, ldc, items, M, K, N, i0, k, kmed, k9, item;
     const void *r;
@@ -2207,9 +2284,19 @@ static void batch_items(const struct batch_job *j, Py_ssize_t t0, Py_ssize_t t1,
         const char *b = (const char *)j->B->buf + item_offset(j->B, t);
         const char *c = (const char *)j->C->buf + item_offset(j->C, t);
         char *y = j->y + t * K * item, *z = j->z + t * M * item, *w = j->w + t * M * item;
-        gemv_t(j->fn, j->ilp64, j->dbl, j->tb, K, N, j->ldb, b, j->r, y);
-        gemv_t(j->fn, j->ilp64, j->dbl, j->ta, M, K, j->lda, a, y, z);
-        gemv_t(j->fn, j->ilp64, j->dbl, j->tc, M, N, j->ldc, c, j->r, w);
+#ifdef KC_X86
+        if (j->own) {
+            f32_gemv_avx512(j->tb, K, N, j->ldb, (const float *)b, j->r, (float *)y);
+            f32_gemv_avx512(j->ta, M, K, j->lda, (const float *)a, (const float *)y,
+                            (float *)z);
+            f32_gemv_avx512(j->tc, M, N, j->ldc, (const float *)c, j->r, (float *)w);
+        } else
+#endif
+        {
+            gemv_t(j->fn, j->ilp64, j->dbl, j->tb, K, N, j->ldb, b, j->r, y);
+            gemv_t(j->fn, j->ilp64, j->dbl, j->ta, M, K, j->lda, a, y, z);
+            gemv_t(j->fn, j->ilp64, j->dbl, j->tc, M, N, j->ldc, c, j->r, w);
+        }
         double *dt = j->d + t * M;
         for (Py_ssize_t i = 0; i < M; i++) {
             double v = j->dbl ? fabs(((double *)z)[i] - ((double *)w)[i])
@@ -2229,12 +2316,20 @@ static void batch_items(const struct batch_job *j, Py_ssize_t t0, Py_ssize_t t1,
  * row-major matrices the numbers its threads make on the calling thread, for column-major
  * ones not always -- so the general path's stage 1 takes this route too, see
  * _screen.batch_screen) */
+static void batch_range(const void *p, Py_ssize_t t0, Py_ssize_t t1);
+
 static void batch_part(void *p) {
     struct batch_job *j = p;
     Py_ssize_t t = pool_thread_num(), nt = pool_num_threads();
     Py_ssize_t per = (j->items + nt - 1) / nt, t0 = t * per, t1 = t0 + per;
     if (t1 > j->items) t1 = j->items;
-    if (t0 >= t1) return;
+    if (t0 < t1) batch_range(j, t0, t1);
+}
+
+/* the matrices t0 .. t1 - 1 on this thread, with scratch of its own (none to be had: the
+ * job's failed flag, and the caller runs the batch again on its thread) */
+static void batch_range(const void *p, Py_ssize_t t0, Py_ssize_t t1) {
+    struct batch_job *j = (struct batch_job *)p;
     double stack[1024], *tmp = j->M <= 1024 ? stack : malloc((size_t)j->M * sizeof(double));
     if (tmp == NULL) {
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
@@ -2242,6 +2337,42 @@ static void batch_part(void *p) {
     }
     batch_items(j, t0, t1, tmp);
     if (tmp != stack) free(tmp);
+}
+
+/* the largest matrices (elements of A, B and C together) whose batch stage 1 always makes
+ * its float32 products with f32_gemv_avx512 rather than numpy's BLAS; larger ones (whose
+ * products OpenBLAS threads) where the batch has a matrix for each of OpenBLAS's threads
+ * (measured on 2 cores: 4 x 512^2 0.37 of numpy's own three products, 8 x 1024^2 0.67,
+ * 3 x 1024^2 0.76; through numpy's BLAS 0.98 - 1.09) */
+#define OWN_BATCH_MAX_ELEMS (1 << 17)
+
+/* the threads on_pool(2, ...) shares work among (1: none registered) */
+static int blas_pool_threads(void) {
+    if (blas_pthread == NULL) return 1;
+    int nt = blas_threads();
+    return nt > BLAS_POOL_MAX ? BLAS_POOL_MAX : nt < 1 ? 1 : nt;
+}
+
+/* whether a float32 batch of numpy arrays (items matrices of M x K times K x N) has the
+ * helper's own products (see above) */
+static int own_batch(Py_ssize_t items, Py_ssize_t M, Py_ssize_t K, Py_ssize_t N) {
+    if (items < 2 || !f32_rows_ss_ok()) return 0;
+    int nt = blas_pool_threads();
+    return M * K + K * N + M * N <= OWN_BATCH_MAX_ELEMS || (nt >= 2 && items >= nt);
+}
+
+/* own_batch(items, M, K, N) -> bool: the rule above, for the tests */
+static PyObject *own_batch_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "own_batch(items, M, K, N)");
+        return NULL;
+    }
+    Py_ssize_t v[4];
+    for (int i = 0; i < 4; i++) {
+        v[i] = PyLong_AsSsize_t(args[i]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyBool_FromLong(own_batch(v[0], v[1], v[2], v[3]));
 }
 
 /* stage1_batch's work on acquired buffers (the GIL released inside).  Where the products
@@ -2257,7 +2388,7 @@ static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const 
                              Py_ssize_t kmed, Py_ssize_t k9, double *st) {
     Py_ssize_t item = A->itemsize;
     int dbl = item == 8;
-    struct batch_job job = {fn, ilp64, dbl, dbl ? 1 : 0, ta, tb, tc, 0, A, B, C, lda, ldb,
+    struct batch_job job = {fn, ilp64, dbl, dbl ? 1 : 0, ta, tb, tc, 0, 0, A, B, C, lda, ldb,
                             ldc, items, M, K, N, i0, k, kmed, k9, item, rbuf, ybuf, zbuf,
                             wbuf, d, st};
     Py_BEGIN_ALLOW_THREADS
@@ -2266,6 +2397,12 @@ static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const 
         __atomic_add_fetch(&pool_batches, 1, __ATOMIC_RELAXED);
         pool_parallel(batch_part, &job, 0, 0);
         if (job.failed) batch_items(&job, 0, items, tmp); /* (no scratch on a thread) */
+    } else if (ilp64 != 2 && !dbl && own_batch(items, M, K, N)) {
+        /* numpy's float32 batch of small matrices: the products above, each matrix's on
+         * one of OpenBLAS's threads (the same numbers whichever thread makes them) */
+        job.own = 1;
+        on_pool(2, batch_range, &job, items, 1);
+        if (job.failed) batch_items(&job, 0, items, tmp);
     } else
         batch_items(&job, 0, items, tmp);
     Py_END_ALLOW_THREADS
@@ -2276,7 +2413,8 @@ static void run_stage1_batch(uintptr_t fn, int ilp64, const Py_buffer *A, const 
  * stage1 for every matrix of a batch: a (..., M, K), b (..., K, N), c (..., M, N) strided
  * float32 (or all float64) arrays of one batch shape, each matrix with unit stride along
  * one of its axes.  One r = the signs of (seed, stream 0) for all; per matrix t: y_t =
- * B_t r, z_t = A_t y_t, w_t = C_t r through the BLAS gemv at fn, d_t = |z_t - w_t| into
+ * B_t r, z_t = A_t y_t, w_t = C_t r through the BLAS gemv at fn (for float32 numpy
+ * arrays where own_batch holds, f32_gemv_avx512 on OpenBLAS's threads), d_t = |z_t - w_t| into
  * d (items x M, float64), and stats[t] = (max |d_t|, d_t(kmed), d_t(k9), sum c^2 and sum
  * a^2 of rows i0 .. i0 + k - 1, sum y_t^2) (items x 6, float64).  r (N), y (items x K),
  * z, w (items x M): contiguous, of the operands' dtype; tmp: M float64 scratch. */
@@ -2941,6 +3079,9 @@ static PyMethodDef methods[] = {
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
+    {"own_batch", (PyCFunction)(void (*)(void))own_batch_py, METH_FASTCALL,
+     "own_batch(items, M, K, N) -> whether a float32 batch of numpy arrays has the "
+     "helper's own products (f32_gemv_avx512, on OpenBLAS's threads) rather than the BLAS"},
     {"pool_batches", pool_batches_py, METH_NOARGS,
      "pool_batches() -> how many batches' matrices ran on the registered pool"},
     {"rows_dot", (PyCFunction)(void (*)(void))rows_dot, METH_FASTCALL,
@@ -2968,8 +3109,12 @@ PyMODINIT_FUNC PyInit__fastc(void) {
     PyObject *m = PyModule_Create(&module);
     /* the most rows the compiled stage 1 makes with rows_dot's kernel (and when the CPU
      * has it: FEW_ROWS_KERNEL) */
+    /* and the most elements (A, B and C together) of a float32 batch's matrices whose
+     * products are always the helper's own where the CPU has its kernels (own_batch) */
     if (m != NULL && (PyModule_AddIntConstant(m, "FEW_ROWS", FUSED_MAX_ROWS) < 0
-                      || PyModule_AddIntConstant(m, "FEW_ROWS_KERNEL", f32_rows_ss_ok()) < 0)) {
+                      || PyModule_AddIntConstant(m, "FEW_ROWS_KERNEL", f32_rows_ss_ok()) < 0
+                      || PyModule_AddIntConstant(m, "OWN_BATCH_MAX_ELEMS",
+                                                 OWN_BATCH_MAX_ELEMS) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

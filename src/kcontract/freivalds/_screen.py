@@ -525,6 +525,8 @@ def batch_screen(ah: np.ndarray, bh: np.ndarray, ch: np.ndarray, seed: int,
         return None
     if fns.get("ilp64") == 2:  # MKL's (torch's): the matrices on torch's threads, as the
         _cblas.torch_pool()  # common call runs them (see _fastc.run_stage1_batch)
+    else:  # numpy's: small float32 matrices on OpenBLAS's threads (the same numbers)
+        _cblas.blas_pool()
     nd = ah.ndim
     if nd < 3 or bh.ndim != nd or ch.ndim != nd:
         return None
