@@ -625,3 +625,49 @@ def test_the_guard_checks_baddbmm_attention_scores():
             with guard():
                 torch.baddbmm(empty, q, k.transpose(-1, -2), beta=0, alpha=0.125)
     assert err.value.result.suspect_elements == [(4, 9, 30)]
+
+
+# einsum: the products attention and other layers write as equations
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("equation, sa, sb", [
+    ("ij,jk->ik", (33, 64), (64, 40)),
+    ("ij,jk", (33, 64), (64, 40)),  # implicit output
+    ("ik,kj->ji", (33, 64), (64, 40)),  # the output transposed
+    ("bhqd,bhkd->bhqk", (2, 3, 40, 64), (2, 3, 48, 64)),  # attention's scores
+    ("bhqk,bhkd->bhqd", (2, 3, 40, 48), (2, 3, 48, 64)),  # and their values
+    ("b i d, b j d -> b i j", (4, 40, 64), (4, 48, 64)),  # with spaces
+    ("bnd,de->bne", (3, 40, 64), (64, 80)),  # a weight shared by the batch (M = b n)
+    ("...ij,...jk->...ik", (2, 3, 33, 64), (2, 3, 64, 40)),  # broadcast dimensions
+    ("...ij,jk->...ik", (2, 3, 33, 64), (64, 40)),
+    ("bqhd,bkhd->bhqk", (2, 40, 3, 64), (2, 48, 3, 64)),  # heads in the middle
+    ("bij,bjk->bik", (1, 33, 64), (5, 64, 40)),  # a batch of 1 broadcast
+    ("i,j->ij", (70,), (80,)),  # the outer product (K = 1)
+])
+def test_the_guard_checks_einsum_products_and_catches_a_wrong_element(equation, sa, sb):
+    a, b = t(sa, 1), t(sb, 2)
+    with guard() as g:
+        out = torch.einsum(equation, a, b)
+        torch.einsum(equation, [a, b])  # the operands as a list
+    assert g.checked == 2 and g.failed == 0 and g.stats.skipped == 0
+    assert set(g.stats.as_dict()["by_op"]) == {"einsum"}
+    where = tuple(n // 2 for n in out.shape)
+    with pytest.raises(ProductCheckError):
+        with _Fault(torch.einsum, 0, where):
+            with guard():
+                torch.einsum(equation, a, b)
+
+
+def test_einsum_forms_that_are_not_one_product_are_counted_not_judged():
+    a, b, c = t((33, 64), 1), t((64, 40), 2), t((40, 20), 3)
+    with guard() as g:
+        torch.einsum("ij,jk,kl->il", a, b, c)  # three operands
+        torch.einsum("ij,jk->k", a, b)  # i summed within one operand
+        torch.einsum("ij,ij->ij", a, a)  # no index summed across: elementwise
+        torch.einsum("ii->i", t((5, 5), 4))  # one operand: no product
+        torch.einsum("ij->ji", a)
+    assert g.checked == 0 and g.failed == 0 and g.stats.errors == 0
+    assert g.stats.skipped == 3 and g.stats.calls == 3
+    with guard() as g:  # the sublist form: torch hands it over as "ab,bc->ac"
+        torch.einsum(a, [0, 1], b, [1, 2], [0, 2])
+    assert g.checked == 1 and g.stats.skipped == 0 and g.failed == 0

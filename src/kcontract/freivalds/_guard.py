@@ -6,8 +6,8 @@
 
 Intercepts ``torch.matmul``, ``@``, ``Tensor.matmul``, ``mm``, ``bmm``,
 ``nn.functional.linear`` (hence ``nn.Linear``), ``addmm`` and ``baddbmm`` (where their
-input is ignored or is a bias row, and alpha a power of two) through a
-``TorchFunctionMode``.
+input is ignored or is a bias row, and alpha a power of two) and two-operand
+``torch.einsum`` products through a ``TorchFunctionMode``.
 Each checked call costs one pass over the left operand and one over the output;
 for a fixed right operand (a weight, B = W^T in ``linear``) the vector B r is
 computed once and cached, keyed on the weight object and its version counter,
@@ -704,9 +704,10 @@ def _make_mode(g: Guard):
     linear = {F.linear}
     fused = {torch.addmm: "addmm", torch.Tensor.addmm: "addmm",
              torch.baddbmm: "baddbmm", torch.Tensor.baddbmm: "baddbmm"}
+    einsum = {torch.einsum, torch.functional.einsum}
 
     off = torch._C.DisableTorchFunction
-    watched = set(plain) | rmat | linear | set(fused)
+    watched = set(plain) | rmat | linear | set(fused) | einsum
 
     class _Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -743,6 +744,8 @@ def _make_mode(g: Guard):
                         g.check_linear(x, w, out, bias)
                 elif func in fused:
                     self._fused(fused[func], args, kwargs, out)
+                elif func in einsum:
+                    self._einsum(args, out)
             except ProductCheckError:
                 raise
             except UsageError:
@@ -794,6 +797,26 @@ def _make_mode(g: Guard):
             param = b if _is_fixed(b) and b.dim() == 2 else None
             g._check(name, a2, b2, c2, bias=bias, weight=param)
 
+        def _einsum(self, args, out):
+            """A two-operand einsum that is a (batched) matrix product (see
+            :func:`_einsum_operands`), checked as that product (a suspect's position is
+            then in its (batch, M, N) arrangement of the output); other two-operand
+            equations, or more operands, counted in ``stats.skipped``; one operand (a
+            transpose, a trace, a sum) is no product."""
+            if not args or not isinstance(args[0], str):  # (torch hands the sublist form,
+                return  # einsum(a, [0, 1], b, [1, 2]), over as its equation)
+            ops = args[1:]
+            if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+                ops = tuple(ops[0])
+            if len(ops) < 2 or not _tensors(*ops, out) or g._sampled_out():
+                return
+            mats = _einsum_operands(args[0], *ops, out) if len(ops) == 2 else None
+            if mats is None:
+                g.stats.calls += 1
+                g.stats.skipped += 1
+                return
+            g._check("einsum", *mats)
+
     return _Mode()
 
 
@@ -842,6 +865,73 @@ def _as_matrices(a, b, out):
     return a, b, out.reshape(shape)
 
 
+def _einsum_operands(equation, a, b, out):
+    """A two-operand ``torch.einsum`` that is a (batched) matrix product as one: its
+    indices sorted into batch (in both operands and the output), M (the first operand's
+    and the output's), N (the second's and the output's) and K (both operands', summed),
+    each operand permuted to (batch, M, K) / (batch, K, N) and reshaped (a copy where the
+    layout needs one), the output to (batch, M, N); batch indices of size 1 on one side
+    broadcast.  None where the equation is not such a product (an index summed within one
+    operand, a repeated index: a trace or a diagonal; an elementwise product) or does not
+    match the shapes."""
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        ins, res = eq.split("->")
+    else:  # implicit output: the indices that appear once, in alphabetical order
+        ins = eq
+        res = None
+    parts = ins.split(",")
+    if len(parts) != 2:
+        return None
+    spare = iter(ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in eq)
+    ell = None
+    if "..." in eq:  # broadcast dimensions: letters of their own, right-aligned
+        n = max(t.dim() - len(p.replace("...", "")) for t, p in zip((a, b), parts)
+                if "..." in p)
+        ell = "".join(next(spare) for _ in range(n))
+        parts = [p.replace("...", ell[len(ell) - (t.dim() - len(p.replace("...", ""))):])
+                 if "..." in p else p for t, p in zip((a, b), parts)]
+        if res is not None:
+            res = res.replace("...", ell)
+    ia, ib = parts
+    if res is None:
+        once = sorted(ch for ch in set(ia + ib) if (ia + ib).count(ch) == 1)
+        res = (ell or "") + "".join(ch for ch in once if not ell or ch not in ell)
+    if len(ia) != a.dim() or len(ib) != b.dim() or len(res) != out.dim() \
+            or len(set(ia)) != len(ia) or len(set(ib)) != len(ib) or len(set(res)) != len(res):
+        return None
+    if any(ch not in res and ch not in (ib if ch in ia else ia) for ch in ia + ib) \
+            or any(ch not in ia and ch not in ib for ch in res):
+        return None  # (an index summed within one operand; an output index of neither)
+    size = {}
+    for t, idx in ((a, ia), (b, ib)):
+        for ch, n in zip(idx, t.shape):
+            if size.get(ch, 1) != n and n != 1:
+                if ch in size and size[ch] != 1:
+                    return None
+            size[ch] = max(size.get(ch, 1), n)
+    if any(out.shape[i] != size[ch] for i, ch in enumerate(res)):
+        return None
+    batch = [ch for ch in res if ch in ia and ch in ib]
+    m = [ch for ch in res if ch in ia and ch not in ib]
+    n_ = [ch for ch in res if ch in ib and ch not in ia]
+    k = [ch for ch in ia if ch in ib and ch not in res]
+    if not k and not (m and n_):
+        return None  # (elementwise: no index summed, no outer product)
+    prod = math.prod
+
+    def arrange(t, idx, order, rows, cols):
+        t = t.permute(*(idx.index(ch) for ch in order))
+        t = t.expand(*(size[ch] for ch in order))
+        return t.reshape(prod(size[ch] for ch in batch), prod(size[ch] for ch in rows),
+                         prod(size[ch] for ch in cols))
+
+    a3 = arrange(a, ia, batch + m + k, m, k)
+    b3 = arrange(b, ib, batch + k + n_, k, n_)
+    c3 = arrange(out, res, batch + m + n_, m, n_)
+    return (a3[0], b3[0], c3[0]) if not batch else (a3, b3, c3)
+
+
 def _flat(a, b, c):
     """A batch of products with one shared 2-D right operand (a linear layer's weight) as
     the single product of the stacked rows -- (batch... * M) x K times K x N, the same
@@ -854,9 +944,10 @@ def _flat(a, b, c):
 
 def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     """Verify ``torch.matmul``, ``@``, ``mm``, ``bmm``, ``nn.functional.linear``,
-    ``addmm`` and ``baddbmm`` calls made inside the block (or the decorated function):
-    ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every row and
-    alpha a power of two, the other forms counted as skipped.
+    ``addmm``, ``baddbmm`` and ``einsum`` calls made inside the block (or the decorated
+    function): ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every
+    row and alpha a power of two, ``einsum`` where its two operands' equation is a
+    (batched) matrix product; the other forms counted as skipped.
 
     ``sample``: fraction of calls checked (randomly chosen).  ``on_fail``:
     ``"raise"`` a :class:`ProductCheckError`, ``"warn"`` (a
