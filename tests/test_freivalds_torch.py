@@ -671,3 +671,13 @@ def test_einsum_forms_that_are_not_one_product_are_counted_not_judged():
     with guard() as g:  # the sublist form: torch hands it over as "ab,bc->ac"
         torch.einsum(a, [0, 1], b, [1, 2], [0, 2])
     assert g.checked == 1 and g.stats.skipped == 0 and g.failed == 0
+
+
+def test_fused_attention_is_counted_as_skipped_not_as_checked():
+    """scaled_dot_product_attention returns neither q k^T nor the probabilities: the
+    guard cannot check its products at a check's cost and says so in its counts."""
+    q, k, v = t((2, 3, 40, 64), 1), t((2, 3, 40, 64), 2), t((2, 3, 40, 64), 3)
+    with guard() as g:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        q @ k.transpose(-1, -2)
+    assert g.stats.calls == 2 and g.checked == 1 and g.stats.skipped == 1
