@@ -260,12 +260,11 @@ def skinny_case(torch, M: int, K: int, N: int, dtype: str, device, seed: int = 0
                            requires_grad=False)
     x = torch.randn(M, K, generator=g).to(device=device, dtype=tdt)
     F = torch.nn.functional
-    guard = Guard(seed=1)
+    guard = Guard(seed=1)  # (on_fail="raise": a failed check raises)
 
     def check(C):  # what the guard runs for each F.linear call it intercepts
-        failed = guard.stats.failed
-        guard.check_linear(x, W, C)
-        return guard.stats.failed == failed
+        guard.check_linear(x, W, C)  # (the benchmark's own reads of the guard's counters,
+        return True  # two cold attribute chains, stay out of the timed call)
     narrow_cpu = dtype != "float32" and device == "cpu"
     W32 = W.float() if narrow_cpu else None
     def matmul():
