@@ -272,6 +272,24 @@ def test_deferral_holds_a_bounded_number_of_bytes():
     assert g.checked == 5 and g.failed == 0
 
 
+def test_a_large_product_is_checked_at_once_by_a_deferring_guard():
+    """Products whose input and output take more than DEFER_PRODUCT_BYTES are checked
+    right after them (their operands still in the caches); smaller ones are deferred."""
+    from kcontract.freivalds._guard import DEFER_PRODUCT_BYTES
+
+    big = layer(DEFER_PRODUCT_BYTES // (4 * (256 + 128)) + 1, 256, 128, torch.float32,
+                False, 24)
+    small = layer(16, 256, 128, torch.float32, False, 25)
+    g = Guard(seed=7, defer=True)
+    for x, w, _ in (big, small, big):
+        out = product(x, w, None)
+        assert (x.nbytes + out.nbytes > DEFER_PRODUCT_BYTES) == (x is big[0])
+        g.check_linear(x, w, out)
+    assert len(g._pending) == 1 and g.checked == 2
+    g.flush()
+    assert g.checked == 3 and g.failed == 0
+
+
 def test_a_failing_block_drops_its_deferred_checks():
     lin = torch.nn.Linear(128, 64)
     with pytest.raises(ValueError):
