@@ -4,7 +4,9 @@ The model is built here (torch, random weights from a fixed seed): token
 embedding, ``--layers`` pre-norm blocks of multi-head self-attention (a fused
 q/k/v ``nn.Linear``, ``q @ k^T`` and ``softmax(.) @ v`` as batched matmuls over
 the heads, an output projection) and a GELU feed-forward block (two
-``nn.Linear``), then a final norm and the vocabulary projection.  Every matmul of
+``nn.Linear``), then a final norm and the vocabulary projection.  ``--style gpt2``
+writes the layers as GPT-2's implementation does (``Conv1D``: ``torch.addmm``) and the
+two attention products as ``torch.einsum``s.  Every matmul of
 the forward pass goes through the guard: the linear layers with their cached
 weight projections, the two attention products as batched products whose right
 operand is an activation (no cache).
@@ -37,34 +39,58 @@ from kcontract.freivalds import ProductCheckError, guard
 F = nn.functional
 
 
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int, ffn: int):
+class Conv1D(nn.Module):
+    """A linear layer as GPT-2's implementation writes it: a (in, out) weight and
+    ``torch.addmm(bias, x, weight)`` over the rows of x."""
+
+    def __init__(self, d_in: int, d_out: int):
         super().__init__()
-        self.heads = heads
+        self.weight = nn.Parameter(torch.randn(d_in, d_out) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(d_out))
+
+    def forward(self, x):
+        y = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight)
+        return y.view(*x.shape[:-1], -1)
+
+
+class Block(nn.Module):
+    """A pre-norm block; ``style`` "linear": nn.Linear layers and attention's products as
+    matmuls; "gpt2": GPT-2's Conv1D layers (addmm) and the products as einsums."""
+
+    def __init__(self, d: int, heads: int, ffn: int, style: str = "linear"):
+        super().__init__()
+        self.heads, self.style = heads, style
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.up, self.down = nn.Linear(d, ffn), nn.Linear(ffn, d)
+        lin = Conv1D if style == "gpt2" else nn.Linear
+        self.qkv = lin(d, 3 * d)
+        self.proj = lin(d, d)
+        self.up, self.down = lin(d, ffn), lin(ffn, d)
 
     def forward(self, x):
         B, T, d = x.shape
         h = self.heads
         q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
         q, k, v = (t.reshape(B, T, h, d // h).transpose(1, 2) for t in (q, k, v))
-        att = torch.matmul(q, k.transpose(-2, -1)) * (d // h) ** -0.5
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, d)
+        if self.style == "gpt2":
+            att = torch.einsum("bhqd,bhkd->bhqk", q, k) * (d // h) ** -0.5
+            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+            y = torch.einsum("bhqk,bhkd->bqhd", att, v).reshape(B, T, d)
+        else:
+            att = torch.matmul(q, k.transpose(-2, -1)) * (d // h) ** -0.5
+            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+            y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, d)
         x = x + self.proj(y)
         return x + self.down(F.gelu(self.up(self.norm2(x))))
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab: int, d: int, layers: int, heads: int, ffn: int, seq: int):
+    def __init__(self, vocab: int, d: int, layers: int, heads: int, ffn: int, seq: int,
+                 style: str = "linear"):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
-        self.blocks = nn.ModuleList(Block(d, heads, ffn) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, ffn, style) for _ in range(layers))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
 
@@ -79,7 +105,8 @@ class Corrupt(TorchFunctionMode):
     """Adds ``rel * max|C|`` to one random element of the ``which``-th product
     of each forward pass (linear or matmul)."""
 
-    PRODUCTS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__}
+    PRODUCTS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
+                torch.addmm, torch.einsum}
 
     def __init__(self, which: int, rel: float, gen: torch.Generator):
         super().__init__()
@@ -89,6 +116,7 @@ class Corrupt(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if func in self.PRODUCTS and not _from_checker():
             if self.count == self.which:
+                out = out.contiguous()  # (an einsum may return a permuted view)
                 flat = out.view(-1)
                 i = int(torch.randint(flat.numel(), (1,), generator=self.gen))
                 flat[i] += self.rel * float(out.abs().max())
@@ -133,12 +161,15 @@ def main(argv=None) -> int:
     ap.add_argument("--inject-rel", type=float, default=1e-3,
                     help="size of the corruption relative to max|C| of the product")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--style", choices=("linear", "gpt2"), default="linear",
+                    help="linear: nn.Linear layers, attention's products as matmuls; gpt2: "
+                         "GPT-2's Conv1D layers (torch.addmm) and the products as einsums")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     dev = torch.device(args.device)
     model = TinyLM(args.vocab, args.d_model, args.layers, args.heads, 4 * args.d_model,
-                   args.seq).to(dev).eval()
+                   args.seq, args.style).to(dev).eval()
     tokens = torch.randint(args.vocab, (args.batch, args.seq),
                            generator=torch.Generator().manual_seed(1)).to(dev)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -147,7 +178,8 @@ def main(argv=None) -> int:
           f"torch {torch.__version__} (threads: {torch.get_num_threads()})")
     print(f"model: {args.layers} layers, d_model {args.d_model}, {args.heads} heads, "
           f"ffn {4 * args.d_model}, vocab {args.vocab}, {n_par / 1e6:.1f} M parameters, "
-          f"random weights (seed 0); batch {args.batch} x {args.seq} tokens, float32")
+          f"random weights (seed 0); batch {args.batch} x {args.seq} tokens, float32; "
+          f"style {args.style}")
     print(f"load average: {load_average()}")
     g = guard(on_fail="raise", seed=2)
     plain, guarded = [], []

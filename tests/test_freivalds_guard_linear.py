@@ -668,3 +668,41 @@ def test_a_remembered_check_holds_no_activation():
     del x, out
     gc.collect()
     assert refs[0]() is None and refs[1]() is None
+
+
+# --- addmm with a layer's K x N weight (GPT-2's Conv1D): check_linear(transposed=False) ----
+
+@needs_guards
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_addmm_layers_take_the_linear_checks_paths_and_catch_a_wrong_element(
+        monkeypatch, dtype):
+    """torch.addmm(bias, x, W) with a K x N weight parameter: the guard's linear paths
+    (the lean check, then the remembered one) with the weight's projection W r, a square
+    weight used both ways never checked with the other orientation's projection, and
+    a wrong element caught on every path, at once and deferred."""
+    x, wt, b = layer(48, 256, 256, dtype, True, 31)
+    W = torch.nn.Parameter(wt.detach().T.contiguous(), requires_grad=False)  # K x N
+    good = product(x, wt, b)  # x W + b, W = wt^T
+    lean, seen = counting_lean(monkeypatch), counting(monkeypatch)
+    with torch.no_grad(), guard(seed=5) as g:
+        for _ in range(4):
+            torch.addmm(b, x, W)
+            torch.nn.functional.linear(x, W, b)  # the same square weight as N x K
+    assert g.checked == 8 and g.failed == 0 and g.stats.skipped == 0
+    assert id(W) in g._fast_mm and id(W) in g._fast  # one remembered check each way
+    assert g.stats.by_op["addmm"][0] == 4 and g.stats.by_op["linear"][0] == 4
+    assert len(lean) == 4 and len(seen) == 2  # (each way: the first check fills the
+    # cache through verify, the second passes the lean check and remembers it, the others
+    # repeat the remembered one -- none is handed to verify by the other way's)
+    size = 1e-3 if dtype is torch.float32 else 0.25
+    for defer in (False, True):
+        for n in range(3):  # the general path, the lean one, the remembered one
+            bad = good.clone()
+            bad[7, 11] += size * float(good.abs().max())
+            g = Guard(seed=9, on_fail="log", defer=defer)
+            for _ in range(n):
+                g.check_linear(x, W, good, b, transposed=False)
+            g.check_linear(x, W, bad, b, transposed=False)
+            g.flush()
+            assert g.failed == 1 and g.checked == n + 1, (defer, n)
+            assert g.last_result.suspect_elements == [(7, 11)]

@@ -203,7 +203,8 @@ class Guard(contextlib.ContextDecorator):
         self.logger = logger or LOG
         self.defer = bool(defer)
         self.defer_bytes = int(defer_bytes)
-        self._pending: list = []  # deferred linear checks: (x, w, out, bias, versions)
+        self._pending: list = []  # deferred linear checks: (x, w, out, bias, versions,
+        # transposed)
         self._pending_bytes = 0
         self.stats = GuardStats()
         self._last = None  # the last result, or what the lean linear check knows of it
@@ -213,6 +214,7 @@ class Guard(contextlib.ContextDecorator):
         self._seed_at = int(self._rng.integers(0, 2 ** 62))  # the lean checks' seed sequence
         self._bias: dict = {}
         self._fast: dict = {}  # id(weight) -> _Lean: the lean check without property reads
+        self._fast_mm: dict = {}  # the same for K x N weights (check_linear(transposed=False))
         self._seed = seed
         self._cache = _WeightCache(seed=seed)
         self._modes: list = []
@@ -281,13 +283,13 @@ class Guard(contextlib.ContextDecorator):
 
     def _flush(self, pending) -> None:
         first = None
-        for x, w, out, bias, ver in pending:
+        for x, w, out, bias, ver, tr in pending:
             if ver != _versions(x, w, out, bias):
                 self.stats.calls += 1
                 self.stats.skipped += 1
                 continue
             try:
-                self._linear_now(x, w, out, bias)
+                self._linear_now(x, w, out, bias, tr)
             except ProductCheckError as exc:
                 if first is None:
                     first = exc
@@ -319,6 +321,7 @@ class Guard(contextlib.ContextDecorator):
         self._r.clear()
         self._bias.clear()
         self._fast.clear()
+        self._fast_mm.clear()
         self._refresh_at = self.stats.cache_hits + self.refresh
 
     # ------------------------------------------------------------------
@@ -414,14 +417,17 @@ class Guard(contextlib.ContextDecorator):
         self._fail(name, res, f"{name}: product failed verification (shape): output of "
                               f"shape {got}, the product's is {want}")
 
-    def check_linear(self, x, weight, out, bias=None) -> None:
+    def check_linear(self, x, weight, out, bias=None, *, transposed: bool = True) -> None:
         """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as the guard
         does for each one it intercepts (counted in :attr:`stats`, a failure handled by
         ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
         weight projection, the common case runs in one compiled call from host views of x and
-        out (see :meth:`_lean_linear`); anything else goes through :func:`verify`."""
+        out (see :meth:`_lean_linear`); anything else goes through :func:`verify`.
+        ``transposed=False``: ``out = x @ weight (+ bias)`` with a K x N weight, as
+        ``torch.addmm(bias, x, weight)`` computes it (GPT-2's ``Conv1D``), the same
+        checks (counted as "addmm")."""
         if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
-            return self._linear_now(x, weight, out, bias)
+            return self._linear_now(x, weight, out, bias, transposed)
         if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
@@ -429,12 +435,12 @@ class Guard(contextlib.ContextDecorator):
             if size <= DEFER_PRODUCT_BYTES and self._pending_bytes + size <= self.defer_bytes:
                 ver = _versions(x, weight, out, bias)
                 if ver is not None:  # (inference tensors: no counter to see a change by)
-                    self._pending.append((x, weight, out, bias, ver))
+                    self._pending.append((x, weight, out, bias, ver, transposed))
                     self._pending_bytes += size
                     return
-        self._linear_now(x, weight, out, bias)
+        self._linear_now(x, weight, out, bias, transposed)
 
-    def _linear_now(self, x, weight, out, bias) -> None:
+    def _linear_now(self, x, weight, out, bias, transposed: bool = True) -> None:
         """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
         the one that reads each property), else :func:`verify` -- at once where the
         remembered check was made and a row is beyond its screen (the other lean check would
@@ -445,14 +451,14 @@ class Guard(contextlib.ContextDecorator):
         if self.cache_weights:
             t0 = _clock()
             last = None
-            fast = self._fast
+            fast = self._fast if transposed else self._fast_mm
             if fast:  # the remembered lean check, in one compiled call (see _remember)
                 seed = (self._seed_at + _STEP) & _SEED_MASK
                 last = _LEAN_C(fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
                 if last is not None and last is not False:
                     self._seed_at = seed
                     self._last = last
-            if last is None and self._lean_linear(x, weight, out, bias):
+            if last is None and self._lean_linear(x, weight, out, bias, transposed):
                 last = True
             if last is not None and last is not False:  # a lean check made, and passed
                 dt = _clock() - t0
@@ -460,22 +466,25 @@ class Guard(contextlib.ContextDecorator):
                 st.calls += 1
                 st.seconds += dt
                 st.checked += 1
-                op = st.by_op.get("linear")
+                name = "linear" if transposed else "addmm"
+                op = st.by_op.get(name)
                 if op is None:
-                    op = st.by_op["linear"] = [0, 0.0, 0, 0.0]
+                    op = st.by_op[name] = [0, 0.0, 0, 0.0]
                 op[0] += 1
                 op[1] += dt
                 st.cache_hits += 1  # (as _cache_hit)
                 if st.cache_hits == self._refresh_at:
                     self._new_signs()
                 return
+        b = weight.T if transposed else weight
+        name = "linear" if transposed else "addmm"
         try:
-            a2, _, c2 = _flat(*_as_matrices(x, weight.T, out))
+            a2, _, c2 = _flat(*_as_matrices(x, b, out))
         except _WrongShape as e:
-            return self._wrong_shape("linear", *e.args)
-        self._check("linear", a2, weight.T, c2, bias=bias, weight=weight, transposed=True)
+            return self._wrong_shape(name, *e.args)
+        self._check(name, a2, b, c2, bias=bias, weight=weight, transposed=transposed)
 
-    def _lean_linear(self, x, w, out, bias) -> bool:
+    def _lean_linear(self, x, w, out, bias, transposed: bool = True) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
         (or bfloat16, float16) x and out, a weight whose projection W^T r is cached (from an
         earlier check of it), a bias's b . r cached beside it: ``_fastc.linear`` (verify's
@@ -496,7 +505,7 @@ class Guard(contextlib.ContextDecorator):
         # weight's dtype is read off the version its projection is valid for, the sizes off
         # the shapes, what the check needs of the projection from one tuple made once)
         cache = self._cache
-        ent = cache.entries.get((id(w), True, fmt[0]))
+        ent = cache.entries.get((id(w), transposed, fmt[0]))
         if ent is None or ent[0]() is not w or _LINEAR is None:
             return False
         ver = ent[1]
@@ -506,7 +515,7 @@ class Guard(contextlib.ContextDecorator):
         half = fmt[2]
         parts = proj.cols.get("lean")
         if parts is None:
-            parts = _lean_parts(proj, w, half)
+            parts = _lean_parts(proj, w, half, transposed)
         if not parts:
             return False
         r, y, K, N, b2 = parts
@@ -540,10 +549,11 @@ class Guard(contextlib.ContextDecorator):
         if ratio is None:
             return False
         self._last = (ratio, seed, (M, K, N), fmt[1])
-        self._remember(x, w, out, bias, ent, parts, M, fmt)
+        self._remember(x, w, out, bias, ent, parts, M, fmt, transposed)
         return True
 
-    def _remember(self, x, w, out, bias, ent, parts, M: int, fmt) -> None:
+    def _remember(self, x, w, out, bias, ent, parts, M: int, fmt,
+                  transposed: bool = True) -> None:
         """After a lean check that passed: what :meth:`_linear_now`'s remembered check
         (``_fastc.lean``: a TensorGuards check of x's, out's, the weight's and the bias's
         types, dispatch keys, dtypes, sizes and strides, then the weight's and the bias's
@@ -567,17 +577,17 @@ class Guard(contextlib.ContextDecorator):
         except Exception:  # (tensors it does not take: the property reads go on)
             return
         shape = (check, M, (M, K, N))
-        ln = self._fast.get(id(w))
+        fast = self._fast if transposed else self._fast_mm
+        ln = fast.get(id(w))
         if ln is not None and ln.wref() is w and ln.version == ver[0] \
                 and ln.address == ver[1] and ln.print == fp and ln.r is r \
                 and (ln.bias is None) == (bt is None) \
                 and (bt is None or (ln.bias[0]() is bias and ln.bias[1:] == bt[1:])):
-            self._fast[id(w)] = ln._replace(
-                guards=(shape,) + ln.guards[:GUARDS_PER_WEIGHT - 1])
+            fast[id(w)] = ln._replace(guards=(shape,) + ln.guards[:GUARDS_PER_WEIGHT - 1])
             return
-        if len(self._fast) >= CACHE_SIZE:
-            self._fast.pop(next(iter(self._fast)))
-        self._fast[id(w)] = _Lean(ent[0], ver[0], ver[1], *fp, bt, (shape,), K, N, fmt[2],
+        if len(fast) >= CACHE_SIZE:
+            fast.pop(next(iter(fast)))
+        fast[id(w)] = _Lean(ent[0], ver[0], ver[1], *fp, bt, (shape,), K, N, fmt[2],
                                   r, y, ent[2].b_rms, b2, 0.0 if bt is None else hit[2],
                                   fmt[1])
 
@@ -660,7 +670,7 @@ class _Lean(NamedTuple):
         return (self.offsets, self.item, self.bytes_)
 
 
-def _lean_parts(proj, w, half: int) -> tuple:
+def _lean_parts(proj, w, half: int, transposed: bool = True) -> tuple:
     """What the lean linear check reads of a cached projection, made once and kept with it:
     r and y = W^T r (float32 host arrays), K, N, and for float32 weights ||W_k||^2 per
     column (the per-row second look's, as the general path's row_noise computes it; None
@@ -671,7 +681,8 @@ def _lean_parts(proj, w, half: int) -> tuple:
     parts = ()
     if K >= 64 and N >= 64:
         b2 = None if half else np.ascontiguousarray(
-            _backend.ops_for(w).row_sq(w.detach().T, None), dtype=np.float32)
+            _backend.ops_for(w).row_sq(w.detach().T if transposed else w.detach(), None),
+            dtype=np.float32)
         parts = (r, y, K, N, b2)
     proj.cols["lean"] = parts
     return parts
@@ -783,7 +794,7 @@ def _make_mode(g: Guard):
                 else ("input", "mat1", "mat2")
             inp, a, b = (args[i] if len(args) > i else kwargs.get(n)
                          for i, n in enumerate(names))
-            if not _tensors(a, b, out) or g._sampled_out():
+            if not _tensors(a, b, out):
                 return
             beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
             N = b.shape[-1]
@@ -792,13 +803,20 @@ def _make_mode(g: Guard):
                 form = False
             elif beta == 1 and isinstance(inp, torch.Tensor):
                 form = inp.numel() == N and (inp.dim() == 0 or inp.shape[-1] == N)
-                bias = inp.reshape(N) if form else None
+                bias = (inp if inp.dim() == 1 else inp.reshape(N)) if form else None
             else:
                 form = beta == 0
             if not form or not isinstance(alpha, (int, float)) or alpha == 0 \
                     or abs(math.frexp(alpha)[0]) != 0.5:  # (alpha not a power of two)
-                g.stats.calls += 1
-                g.stats.skipped += 1
+                if not g._sampled_out():
+                    g.stats.calls += 1
+                    g.stats.skipped += 1
+                return
+            if name == "addmm" and alpha == 1 and a.dim() == 2 and b.dim() == 2 \
+                    and _is_fixed(b):  # a layer's weight: check_linear's paths (it samples)
+                g.check_linear(a, b, out, bias, transposed=False)
+                return
+            if g._sampled_out():
                 return
             c = out if alpha == 1 else out / alpha
             if bias is not None and alpha != 1:
@@ -885,9 +903,9 @@ def _einsum_operands(equation, a, b, out):
     """A two-operand ``torch.einsum`` that is a (batched) matrix product as one: its
     indices sorted into batch (in both operands and the output), M (the first operand's
     and the output's), N (the second's and the output's) and K (both operands', summed),
-    each operand permuted to (batch, M, K) / (batch, K, N) and reshaped (a copy where the
-    layout needs one), the output to (batch, M, N); batch indices of size 1 on one side
-    broadcast.  None where the equation is not such a product (an index summed within one
+    each operand permuted to (batch..., M, K) / (batch..., K, N) and reshaped (M, N and K
+    of several indices merged: a copy where the layout needs one), the output to
+    (batch..., M, N); batch indices of size 1 on one side broadcast.  None where the equation is not such a product (an index summed within one
     operand, a repeated index: a trace or a diagonal; an elementwise product) or does not
     match the shapes."""
     eq = equation.replace(" ", "")
@@ -936,16 +954,14 @@ def _einsum_operands(equation, a, b, out):
         return None  # (elementwise: no index summed, no outer product)
     prod = math.prod
 
-    def arrange(t, idx, order, rows, cols):
-        t = t.permute(*(idx.index(ch) for ch in order))
-        t = t.expand(*(size[ch] for ch in order))
-        return t.reshape(prod(size[ch] for ch in batch), prod(size[ch] for ch in rows),
+    def arrange(t, idx, order, rows, cols):  # (batch dimensions kept apart: a strided
+        t = t.permute(*(idx.index(ch) for ch in order))  # batch of views is checked as
+        t = t.expand(*(size[ch] for ch in order))  # it is, where merging would copy)
+        return t.reshape(*(size[ch] for ch in batch), prod(size[ch] for ch in rows),
                          prod(size[ch] for ch in cols))
 
-    a3 = arrange(a, ia, batch + m + k, m, k)
-    b3 = arrange(b, ib, batch + k + n_, k, n_)
-    c3 = arrange(out, res, batch + m + n_, m, n_)
-    return (a3[0], b3[0], c3[0]) if not batch else (a3, b3, c3)
+    return (arrange(a, ia, batch + m + k, m, k), arrange(b, ib, batch + k + n_, k, n_),
+            arrange(out, res, batch + m + n_, m, n_))
 
 
 def _flat(a, b, c):
