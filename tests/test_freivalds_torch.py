@@ -109,13 +109,16 @@ def test_guard_checks_all_matmul_forms():
         torch.matmul(x, W[0])  # 1-D right operand
         torch.matmul(x[0], x[1])  # 1-D @ 1-D: a dot product
         torch.matmul(t((3, 32, 48), 9), W.T)  # batched @ 2-D
+        torch.linalg.matmul(x, W.T)
+        torch.mv(W, x[0])  # matrix times vector
+        W.mv(x[0])
         x + 1  # not a matmul
-    assert g.stats.calls == 11 and g.checked == 11 and g.failed == 0
+    assert g.stats.calls == 14 and g.checked == 14 and g.failed == 0
     assert g.seconds > 0 and g.stats.skipped == 0 and g.stats.errors == 0
     # per op kind: every check counted once under its op, the time split among them
     ops = g.stats.as_dict()["by_op"]
-    assert set(ops) == {"matmul", "mm", "bmm", "linear"}
-    assert sum(o["checked"] for o in ops.values()) == 11
+    assert set(ops) == {"matmul", "mm", "bmm", "linear", "mv"}
+    assert sum(o["checked"] for o in ops.values()) == 14 and ops["mv"]["checked"] == 2
     assert ops["linear"]["checked"] == 2 and ops["bmm"]["checked"] == 1
     assert sum(o["seconds"] for o in ops.values()) == pytest.approx(g.seconds)
     assert all(0 <= o["screened"] <= o["checked"] for o in ops.values())
@@ -681,3 +684,14 @@ def test_fused_attention_is_counted_as_skipped_not_as_checked():
         torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         q @ k.transpose(-1, -2)
     assert g.stats.calls == 2 and g.checked == 1 and g.stats.skipped == 1
+
+
+def test_a_wrong_element_of_a_matrix_vector_product_is_caught():
+    W, v = t((300, 128), 1), t((128,), 2)
+    with guard() as g:
+        torch.mv(W, vec=v)
+    assert g.checked == 1 and g.failed == 0
+    with pytest.raises(ProductCheckError):
+        with _Fault(torch.mv, 0, (77,)):
+            with guard():
+                torch.mv(W, v)

@@ -4,9 +4,9 @@
         y = model(x)
     print(g.stats)
 
-Intercepts ``torch.matmul``, ``@``, ``Tensor.matmul``, ``mm``, ``bmm``,
-``nn.functional.linear`` (hence ``nn.Linear``), ``addmm`` and ``baddbmm`` (where their
-input is ignored or is a bias row, and alpha a power of two) and two-operand
+Intercepts ``torch.matmul``, ``@``, ``Tensor.matmul``, ``torch.linalg.matmul``, ``mm``,
+``bmm``, ``mv``, ``nn.functional.linear`` (hence ``nn.Linear``), ``addmm`` and ``baddbmm``
+(where their input is ignored or is a bias row, and alpha a power of two) and two-operand
 ``torch.einsum`` products through a ``TorchFunctionMode``; fused attention
 (``scaled_dot_product_attention``), whose products are not returned, is counted as
 skipped.
@@ -719,8 +719,9 @@ def _make_mode(g: Guard):
 
     F = torch.nn.functional
     plain = {torch.matmul: "matmul", torch.Tensor.matmul: "matmul",
-             torch.Tensor.__matmul__: "matmul", torch.mm: "mm", torch.Tensor.mm: "mm",
-             torch.bmm: "bmm", torch.Tensor.bmm: "bmm"}
+             torch.Tensor.__matmul__: "matmul", torch.linalg.matmul: "matmul",
+             torch.mm: "mm", torch.Tensor.mm: "mm", torch.bmm: "bmm", torch.Tensor.bmm: "bmm",
+             torch.mv: "mv", torch.Tensor.mv: "mv"}
     rmat = {torch.Tensor.__rmatmul__}
     linear = {F.linear}
     fused = {torch.addmm: "addmm", torch.Tensor.addmm: "addmm",
@@ -749,7 +750,8 @@ def _make_mode(g: Guard):
                         a, b = args[1], args[0]
                     else:
                         a = args[0] if args else kwargs.get("input")
-                        b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
+                        b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get(
+                            "mat2", kwargs.get("vec")))
                     if _tensors(a, b, out) and not g._sampled_out():
                         try:
                             a2, b2, c2 = _as_matrices(a, b, out)
@@ -975,9 +977,9 @@ def _flat(a, b, c):
 
 
 def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
-    """Verify ``torch.matmul``, ``@``, ``mm``, ``bmm``, ``nn.functional.linear``,
-    ``addmm``, ``baddbmm`` and ``einsum`` calls made inside the block (or the decorated
-    function): ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every
+    """Verify ``torch.matmul``, ``@``, ``linalg.matmul``, ``mm``, ``bmm``, ``mv``,
+    ``nn.functional.linear``, ``addmm``, ``baddbmm`` and ``einsum`` calls made inside the
+    block (or the decorated function): ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every
     row and alpha a power of two, ``einsum`` where its two operands' equation is a
     (batched) matrix product; the other forms counted as skipped.
 
