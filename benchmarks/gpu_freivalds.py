@@ -3,7 +3,8 @@
 Runs ``bench_freivalds_overhead.py --device cuda`` (square n = 1024 .. 8192 and the
 skinny decode shapes, float32 and bfloat16, torch on the device) and
 ``bench_freivalds_model.py --device cuda`` (the guard on a small transformer's
-forward pass, with fault injection), printing both tables and writing their
+forward pass, with fault injection, written with nn.Linear and matmul and as GPT-2
+writes it), printing the tables and writing their
 JSON next to each other.  It exits with status 2 when torch sees no CUDA device.
 
     python benchmarks/gpu_freivalds.py --out out/gpu_freivalds
@@ -40,9 +41,10 @@ def main(argv=None) -> int:
         ["--device", "cuda", "--backends", "torch", "--reps", str(args.reps),
          "--sizes", *sizes, "--json", os.path.join(args.out, "overhead.json")]
         + (["--skinny-kn", "4096x4096"] if args.quick else []))
-    bench_freivalds_model.main(
-        ["--device", "cuda", "--reps", str(args.reps), "--batch", "8", "--seq", "256",
-         "--json", os.path.join(args.out, "model.json")])
+    for style in ("linear", "gpt2"):  # (nn.Linear and matmul; Conv1D's addmm and einsum)
+        bench_freivalds_model.main(
+            ["--device", "cuda", "--reps", str(args.reps), "--batch", "8", "--seq", "256",
+             "--style", style, "--json", os.path.join(args.out, f"model_{style}.json")])
     print(f"done in {time.time() - t0:.0f} s; JSON in {args.out}")
     return 0
 
