@@ -729,7 +729,7 @@ def _make_mode(g: Guard):
     einsum = {torch.einsum, torch.functional.einsum}
     # fused attention: its products (q k^T, the probabilities times v) are not returned,
     # so not checkable at the cost of a check -- counted as skipped, never silently passed
-    unchecked = {F.scaled_dot_product_attention}
+    unchecked = {f for f in (getattr(F, "scaled_dot_product_attention", None),) if f}
 
     off = torch._C.DisableTorchFunction
     watched = set(plain) | rmat | linear | set(fused) | einsum | unchecked
