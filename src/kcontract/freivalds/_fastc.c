@@ -1027,9 +1027,10 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
 #define FUSED_MAX_ROWS 64
 
 #ifdef KC_X86
-/* nr (1 or 2, a constant where it is called) rows from x[0..nr) of f32_rows_ss_avx512 */
+/* nr (1 or 2) rows from x[0..nr) of f32_rows_ss_avx512, with their sums of squares where
+ * with_ss (both constants where it is called: the products are the same either way) */
 __attribute__((target("avx512f"), always_inline))
-static inline void f32_block_avx512(const float *const *x, int nr, Py_ssize_t K,
+static inline void f32_block_avx512(const float *const *x, int nr, int with_ss, Py_ssize_t K,
                                     Py_ssize_t kv, const float *v, float *out, double *ss) {
     __m512 a[2], b[2];
     __m512d p[2][4];
@@ -1043,20 +1044,24 @@ static inline void f32_block_avx512(const float *const *x, int nr, Py_ssize_t K,
             __m512 u0 = _mm512_loadu_ps(x[r] + j), u1 = _mm512_loadu_ps(x[r] + j + 16);
             a[r] = _mm512_fmadd_ps(u0, e, a[r]);
             b[r] = _mm512_fmadd_ps(u1, o, b[r]);
-            sq32_avx512(u0, u1, &p[r][0], &p[r][1], &p[r][2], &p[r][3]);
+            if (with_ss) sq32_avx512(u0, u1, &p[r][0], &p[r][1], &p[r][2], &p[r][3]);
         }
     }
     for (int r = 0; r < nr; r++) {
-        double s = kv ? _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(p[r][0], p[r][2]),
-                                                           _mm512_add_pd(p[r][1], p[r][3])))
-                      : 0.0;
-        ss[r] = sumsq_rest(s, x[r] + kv, K - kv, 0);
+        if (with_ss) {
+            double s = kv ? _mm512_reduce_add_pd(_mm512_add_pd(
+                                _mm512_add_pd(p[r][0], p[r][2]), _mm512_add_pd(p[r][1], p[r][3])))
+                          : 0.0;
+            ss[r] = sumsq_rest(s, x[r] + kv, K - kv, 0);
+        }
         float t = 0.0f;
         for (Py_ssize_t j = kv; j < K; j++) t += x[r][j] * v[j];
         out[r] = (kv ? _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r])) : 0.0f) + t;
     }
 }
 
+/* out = X v for float32 rows (leading dimension ld), and ss[i] = row i's sum of squares
+ * where ss is not NULL; rows in pairs sharing each load of v */
 __attribute__((target("avx512f")))
 static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                                const float *v, float *out, double *ss) {
@@ -1064,11 +1069,13 @@ static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_s
     Py_ssize_t kv = K >= 64 ? K & ~(Py_ssize_t)31 : 0, i = 0;
     for (; i + 2 <= M; i += 2) {
         const float *x[2] = {X + i * ld, X + (i + 1) * ld};
-        f32_block_avx512(x, 2, K, kv, v, out + i, ss + i);
+        if (ss) f32_block_avx512(x, 2, 1, K, kv, v, out + i, ss + i);
+        else f32_block_avx512(x, 2, 0, K, kv, v, out + i, NULL);
     }
     if (i < M) {  /* an odd last row on its own */
         const float *x[1] = {X + i * ld};
-        f32_block_avx512(x, 1, K, kv, v, out + i, ss + i);
+        if (ss) f32_block_avx512(x, 1, 1, K, kv, v, out + i, ss + i);
+        else f32_block_avx512(x, 1, 0, K, kv, v, out + i, NULL);
     }
 }
 #endif
@@ -1085,7 +1092,7 @@ static void f32ss_range(const void *p, Py_ssize_t i0, Py_ssize_t i1) {
 #ifdef KC_X86
     const struct f32ss_job *j = p;
     f32_rows_ss_avx512(j->X + i0 * j->ld, j->ld, i1 - i0, j->K, j->v, j->out + i0,
-                       j->ss + i0);
+                       j->ss ? j->ss + i0 : NULL);
 #else
     (void)p, (void)i0, (void)i1;
 #endif
@@ -1100,8 +1107,9 @@ static void f32ss_range(const void *p, Py_ssize_t i0, Py_ssize_t i1) {
 /* whether f32_rows_ss runs on this CPU */
 static int f32_rows_ss_ok(void) { return bf16_isa() == 2; }
 
-/* out = X v and ss[i] = the squares of row i summed (M x K float32, leading dimension ld),
- * on the pool's threads where the matrix is large enough; f32_rows_ss_ok() must hold */
+/* out = X v and (ss not NULL) ss[i] = the squares of row i summed (M x K float32, leading
+ * dimension ld), on the pool's threads where the matrix is large enough; f32_rows_ss_ok()
+ * must hold */
 static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                         const float *v, float *out, double *ss, int pool) {
     struct f32ss_job job = {X, ld, K, v, out, ss};
@@ -1118,13 +1126,14 @@ static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
  * than numpy's own three batched products there.  These kernels make the products
  * instead, each matrix's on one of OpenBLAS's threads (see run_stage1_batch): out = X v
  * for X row-major (each out[i] a float32 accumulation of K terms: sixteen lanes, then the
- * lanes, then the tail in order) or column-major (each out[i] the K terms added in order,
- * sixteen rows at a time): within the float32 bound of a BLAS gemv.  AVX-512 only. */
+ * lanes, then the tail in order) or column-major (each out[i] the K terms added in order):
+ * within the float32 bound of a BLAS gemv.  AVX-512 only. */
 #ifdef KC_X86
 __attribute__((target("avx512f")))
 static void f32_gemv_avx512(int trans, Py_ssize_t M, Py_ssize_t K, Py_ssize_t ld,
                             const float *X, const float *v, float *out) {
-    if (!trans) {
+    if (!trans) {  /* (one row at a time: the few-row kernel's pairs of rows were slower
+                    * here, 2.2 against 1.5-1.9 ms for 32 x 512x64x512, one-off) */
         Py_ssize_t kv = K & ~(Py_ssize_t)31;
         for (Py_ssize_t i = 0; i < M; i++) {
             const float *x = X + i * ld;
@@ -1295,20 +1304,12 @@ static PyObject *rows_dot(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     int ok = x.ndim == 2 && float_kind(&x) == 4 && float_kind(&v) == 4
              && float_kind(&out) == 4 && v.len == x.shape[1] * 4 && out.len == x.shape[0] * 4;
-    int nomem = 0;
-    if (ok && x.shape[0] > 0) {
+    if (ok && x.shape[0] > 0) {  /* (the products alone: the same bits as with the sums) */
         Py_ssize_t M = x.shape[0], K = x.shape[1];
-        double stack[FUSED_MAX_ROWS];
-        double *ss = M <= FUSED_MAX_ROWS ? stack : malloc((size_t)M * sizeof(double));
-        if (ss == NULL) {
-            nomem = 1;
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            f32_rows_ss((const float *)x.buf, K, M, K, (const float *)v.buf, (float *)out.buf,
-                        ss, pool);
-            Py_END_ALLOW_THREADS
-            if (ss != stack) free(ss);
-        }
+        Py_BEGIN_ALLOW_THREADS
+        f32_rows_ss((const float *)x.buf, K, M, K, (const float *)v.buf, (float *)out.buf,
+                    NULL, pool);
+        Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&x); PyBuffer_Release(&v); PyBuffer_Release(&out);
     if (!ok) {
@@ -1316,7 +1317,6 @@ static PyObject *rows_dot(PyObject *self, PyObject *const *args, Py_ssize_t narg
                                           "C-contiguous native float32");
         return NULL;
     }
-    if (nomem) return PyErr_NoMemory();
     Py_RETURN_TRUE;
 }
 
@@ -3108,9 +3108,8 @@ PyMODINIT_FUNC PyInit__fastc(void) {
     if (str_version == NULL || str_data_ptr == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     /* the most rows the compiled stage 1 makes with rows_dot's kernel (and when the CPU
-     * has it: FEW_ROWS_KERNEL) */
-    /* and the most elements (A, B and C together) of a float32 batch's matrices whose
-     * products are always the helper's own where the CPU has its kernels (own_batch) */
+     * has it: FEW_ROWS_KERNEL), and the most elements (A, B and C together) of a float32
+     * batch's matrices whose products are always the helper's own (see own_batch) */
     if (m != NULL && (PyModule_AddIntConstant(m, "FEW_ROWS", FUSED_MAX_ROWS) < 0
                       || PyModule_AddIntConstant(m, "FEW_ROWS_KERNEL", f32_rows_ss_ok()) < 0
                       || PyModule_AddIntConstant(m, "OWN_BATCH_MAX_ELEMS",
