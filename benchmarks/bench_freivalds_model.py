@@ -72,14 +72,13 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
         q, k, v = (t.reshape(B, T, h, d // h).transpose(1, 2) for t in (q, k, v))
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        if self.style == "gpt2":
-            att = torch.einsum("bhqd,bhkd->bhqk", q, k) * (d // h) ** -0.5
-            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
-            y = torch.einsum("bhqk,bhkd->bqhd", att, v).reshape(B, T, d)
-        else:
-            att = torch.matmul(q, k.transpose(-2, -1)) * (d // h) ** -0.5
-            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
-            y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, d)
+        gpt2 = self.style == "gpt2"
+        att = torch.einsum("bhqd,bhkd->bhqk", q, k) if gpt2 else \
+            torch.matmul(q, k.transpose(-2, -1))
+        att = (att * (d // h) ** -0.5).masked_fill(mask, float("-inf")).softmax(dim=-1)
+        y = torch.einsum("bhqk,bhkd->bqhd", att, v) if gpt2 else \
+            torch.matmul(att, v).transpose(1, 2)
+        y = y.reshape(B, T, d)
         x = x + self.proj(y)
         return x + self.down(F.gelu(self.up(self.norm2(x))))
 

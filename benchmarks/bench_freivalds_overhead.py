@@ -37,9 +37,10 @@ Rows:
            --decode-layers, fewer where the weights would pass 2 GiB), each recorded by a
            deferring guard (defer=True) right after it and checked in its flush at the end
            of the step (a product of more than 2 MiB of input and output is checked at
-           once, as a deferring guard does: DEFER_PRODUCT_BYTES); per product (records + flush) / L against the mean floor of the
-           same products (the flush's first check runs from cold caches, the others
-           much faster: more layers per step amortise it);
+           once, as a deferring guard does: DEFER_PRODUCT_BYTES); per product
+           (records + flush) / L against the mean floor of the same products (the
+           flush's first check runs from cold caches, the others much faster: more
+           layers per step amortise it);
   attn     attention's batched q k^T (batch x heads matrices of T x D times D x T,
            float32) with the strided layouts of a fused q/k/v projection, numpy and
            torch; the floor is the three batched matrix-vector products.

@@ -603,10 +603,8 @@ def _common_batch_plan(batch: tuple, M: int, K: int, N: int, item: int, backend:
     fn = _cblas.for_arrays(backend == 0).get(name, 0)
     if not fn:
         return False
-    if backend == 1:  # MKL's products: the batch's matrices on torch's threads
-        _cblas.torch_pool()
-    elif item == 4:  # small float32 matrices: the helper's products on OpenBLAS's threads
-        _cblas.blas_pool()
+    _cblas.pool_for(backend == 0)  # (the back end's threads: MKL's matrices on torch's,
+    # the helper's own float32 products of numpy's on OpenBLAS's)
     units = _units_for(name, name, name)
     alpha, beta = model.screen_cap_coefficients(K, N, units)
     k9 = int(0.9 * M) if M >= model.TAIL_CALIBRATION_ROWS else -1

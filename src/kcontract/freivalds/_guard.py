@@ -285,8 +285,7 @@ class Guard(contextlib.ContextDecorator):
         first = None
         for x, w, out, bias, ver, tr in pending:
             if ver != _versions(x, w, out, bias):
-                self.stats.calls += 1
-                self.stats.skipped += 1
+                self._skip()
                 continue
             try:
                 self._linear_now(x, w, out, bias, tr)
@@ -301,6 +300,25 @@ class Guard(contextlib.ContextDecorator):
                                     "linear product: %r", exc)
         if first is not None:
             raise first
+
+    def _skip(self) -> None:
+        """A call the guard does not check (a form of a product it does not take, a product
+        changed before its deferred check): counted as skipped."""
+        self.stats.calls += 1
+        self.stats.skipped += 1
+
+    def _check_product(self, name: str, a, b, c, bias=None, weight=None,
+                       transposed: bool = False) -> None:
+        """:meth:`_check` of a product as matmul takes it (1-D operands, batch dimensions;
+        a batch with one shared 2-D right operand as the single product of its stacked
+        rows), or a failure where c has not the product's shape."""
+        try:
+            a2, b2, c2 = _as_matrices(a, b, c)
+        except _WrongShape as e:
+            return self._wrong_shape(name, *e.args)
+        if b2.dim() == 2:
+            a2, b2, c2 = _flat(a2, b2, c2)
+        self._check(name, a2, b2, c2, bias=bias, weight=weight, transposed=transposed)
 
     def _cache_hit(self) -> None:
         """A check from a cached projection: counted, and every ``refresh`` of them the
@@ -476,13 +494,9 @@ class Guard(contextlib.ContextDecorator):
                 if st.cache_hits == self._refresh_at:
                     self._new_signs()
                 return
-        b = weight.T if transposed else weight
-        name = "linear" if transposed else "addmm"
-        try:
-            a2, _, c2 = _flat(*_as_matrices(x, b, out))
-        except _WrongShape as e:
-            return self._wrong_shape(name, *e.args)
-        self._check(name, a2, b, c2, bias=bias, weight=weight, transposed=transposed)
+        self._check_product("linear" if transposed else "addmm", x,
+                            weight.T if transposed else weight, out, bias=bias,
+                            weight=weight, transposed=transposed)
 
     def _lean_linear(self, x, w, out, bias, transposed: bool = True) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
@@ -753,15 +767,8 @@ def _make_mode(g: Guard):
                         b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get(
                             "mat2", kwargs.get("vec")))
                     if _tensors(a, b, out) and not g._sampled_out():
-                        try:
-                            a2, b2, c2 = _as_matrices(a, b, out)
-                        except _WrongShape as e:
-                            g._wrong_shape(plain.get(func, "matmul"), *e.args)
-                            return out
-                        if b2.dim() == 2:
-                            a2, b2, c2 = _flat(a2, b2, c2)
-                        param = b if _is_fixed(b) and b.dim() == 2 else None
-                        g._check(plain.get(func, "matmul"), a2, b2, c2, weight=param)
+                        g._check_product(plain.get(func, "matmul"), a, b, out,
+                                         weight=_weight_of(b))
                 elif func in linear:
                     x = args[0] if args else kwargs.get("input")
                     w = args[1] if len(args) > 1 else kwargs.get("weight")
@@ -773,8 +780,7 @@ def _make_mode(g: Guard):
                 elif func in einsum:
                     self._einsum(args, out)
                 elif func in unchecked and not g._sampled_out():
-                    g.stats.calls += 1
-                    g.stats.skipped += 1
+                    g._skip()
             except ProductCheckError:
                 raise
             except UsageError:
@@ -811,27 +817,18 @@ def _make_mode(g: Guard):
             if not form or not isinstance(alpha, (int, float)) or alpha == 0 \
                     or abs(math.frexp(alpha)[0]) != 0.5:  # (alpha not a power of two)
                 if not g._sampled_out():
-                    g.stats.calls += 1
-                    g.stats.skipped += 1
+                    g._skip()
                 return
-            if name == "addmm" and alpha == 1 and a.dim() == 2 and b.dim() == 2 \
-                    and _is_fixed(b):  # a layer's weight: check_linear's paths (it samples)
+            if name == "addmm" and alpha == 1 and a.dim() == 2 \
+                    and _weight_of(b) is not None:  # a layer's weight: check_linear's paths
                 g.check_linear(a, b, out, bias, transposed=False)
                 return
             if g._sampled_out():
                 return
-            c = out if alpha == 1 else out / alpha
-            if bias is not None and alpha != 1:
-                bias = bias / alpha
-            try:
-                a2, b2, c2 = _as_matrices(a, b, c)
-            except _WrongShape as e:
-                g._wrong_shape(name, *e.args)
-                return
-            if b2.dim() == 2:
-                a2, b2, c2 = _flat(a2, b2, c2)
-            param = b if _is_fixed(b) and b.dim() == 2 else None
-            g._check(name, a2, b2, c2, bias=bias, weight=param)
+            if alpha != 1:
+                out = out / alpha
+                bias = None if bias is None else bias / alpha
+            g._check_product(name, a, b, out, bias=bias, weight=_weight_of(b))
 
         def _einsum(self, args, out):
             """A two-operand einsum that is a (batched) matrix product (see
@@ -848,8 +845,7 @@ def _make_mode(g: Guard):
                 return
             mats = _einsum_operands(args[0], *ops, out) if len(ops) == 2 else None
             if mats is None:
-                g.stats.calls += 1
-                g.stats.skipped += 1
+                g._skip()
                 return
             g._check("einsum", *mats)
 
@@ -860,6 +856,12 @@ def _tensors(*xs) -> bool:
     import torch
 
     return all(isinstance(x, torch.Tensor) for x in xs)
+
+
+def _weight_of(b):
+    """b where a product's right operand is a layer's weight (2-D and fixed: its projection
+    is cached), else None."""
+    return b if b.dim() == 2 and _is_fixed(b) else None
 
 
 def _is_fixed(t) -> bool:

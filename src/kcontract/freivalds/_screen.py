@@ -523,10 +523,9 @@ def batch_screen(ah: np.ndarray, bh: np.ndarray, ch: np.ndarray, seed: int,
     non-finite statistic: the general path's own arithmetic decides)."""
     if _fastc is None or not fns:
         return None
-    if fns.get("ilp64") == 2:  # MKL's (torch's): the matrices on torch's threads, as the
-        _cblas.torch_pool()  # common call runs them (see _fastc.run_stage1_batch)
-    else:  # numpy's: small float32 matrices on OpenBLAS's threads (the same numbers)
-        _cblas.blas_pool()
+    # the back end's threads, as the common call uses them (see _fastc.run_stage1_batch):
+    # MKL's (torch's) matrices on torch's, numpy's float32 ones on OpenBLAS's
+    _cblas.pool_for(fns.get("ilp64") != 2)
     nd = ah.ndim
     if nd < 3 or bh.ndim != nd or ch.ndim != nd:
         return None
