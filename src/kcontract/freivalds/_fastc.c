@@ -2340,11 +2340,15 @@ static void batch_range(const void *p, Py_ssize_t t0, Py_ssize_t t1) {
 }
 
 /* the largest matrices (elements of A, B and C together) whose batch stage 1 always makes
- * its float32 products with f32_gemv_avx512 rather than numpy's BLAS; larger ones (whose
- * products OpenBLAS threads) where the batch has a matrix for each of OpenBLAS's threads
- * (measured on 2 cores: 4 x 512^2 0.37 of numpy's own three products, 8 x 1024^2 0.67,
- * 3 x 1024^2 0.76; through numpy's BLAS 0.98 - 1.09) */
+ * its float32 products with f32_gemv_avx512 rather than numpy's BLAS; up to
+ * OWN_BATCH_LARGE_ELEMS where the batch has a matrix for each of OpenBLAS's threads.
+ * Measured on 2 cores (bench_freivalds_overhead.py --attention B x H x T x D, the
+ * helper's products against numpy's BLAS, of the floor): 32 x 256x256x256 0.63 / 1.06,
+ * 16 x 512x128x512 0.50 / 1.03, 8 x 512x512x512 0.80 / 1.14, 8 x 1024x128x1024 0.80 /
+ * 1.09 -- but 8 x 1024x1024x1024 (3.1 M elements) 1.21 / 1.06 and 3 x 1024x1024x1024
+ * 1.49 / 1.00: beyond that, numpy's BLAS (each product on its threads) */
 #define OWN_BATCH_MAX_ELEMS (1 << 17)
+#define OWN_BATCH_LARGE_ELEMS (1 << 21)
 
 /* the threads on_pool(2, ...) shares work among (1: none registered) */
 static int blas_pool_threads(void) {
@@ -2357,8 +2361,10 @@ static int blas_pool_threads(void) {
  * helper's own products (see above) */
 static int own_batch(Py_ssize_t items, Py_ssize_t M, Py_ssize_t K, Py_ssize_t N) {
     if (items < 2 || !f32_rows_ss_ok()) return 0;
+    Py_ssize_t elems = M * K + K * N + M * N;
     int nt = blas_pool_threads();
-    return M * K + K * N + M * N <= OWN_BATCH_MAX_ELEMS || (nt >= 2 && items >= nt);
+    return elems <= OWN_BATCH_MAX_ELEMS
+           || (elems <= OWN_BATCH_LARGE_ELEMS && nt >= 2 && items >= nt);
 }
 
 /* own_batch(items, M, K, N) -> bool: the rule above, for the tests */
