@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kcontract.freivalds import _core, verify
-from kcontract.freivalds._core import NUMPY_FORMATS
+from kcontract.freivalds._core import NUMPY_FORMATS, FreivaldsResult
 
 fastc = pytest.importorskip("kcontract.freivalds._fastc")
 pytestmark = pytest.mark.skipif(_core._COMMON is None, reason="no compiled common call")
@@ -517,29 +517,45 @@ def test_rows_beyond_their_own_noise_are_recomputed_in_float64_in_the_compiled_c
 
 
 def test_a_compiled_result_makes_its_threshold_and_scale_arrays_when_read():
-    """The compiled call's passing result holds its numbers until threshold or noise_scale
-    is read: then the arrays the general path gives (a 0-d array for one matrix, the batch
-    shape for a batch), through copies and pickling too."""
+    """The compiled call's passing result holds its numbers until a field is read: then
+    the values the general path gives (threshold and noise_scale: a 0-d array for one
+    matrix, the batch shape for a batch); its copies and pickles are plain results with
+    the same fields; a field written before it is read keeps what was written."""
     import copy
+    import dataclasses
     import pickle
 
     rng = np.random.default_rng(5)
+    names = [f.name for f in dataclasses.fields(FreivaldsResult)]
     for shape in ((96, 80), (3, 96, 80)):
         a = rng.standard_normal(shape[:-1] + (72,)).astype(np.float32)
         b = rng.standard_normal(shape[:-2] + (72, 80)).astype(np.float32)
         c = np.matmul(a, b)
         ref = verify(a, b, c, seed=7, accumulate="float32")  # the general path
-        for got in (verify(a, b, c, seed=7), pickle.loads(pickle.dumps(verify(a, b, c, seed=7))),
-                    copy.copy(verify(a, b, c, seed=7))):
-            assert "_numbers" in vars(got)  # (made by the compiled call, not yet read)
-            assert isinstance(got.noise_scale, np.ndarray) and "_numbers" not in vars(got)
-            assert isinstance(got.threshold, np.ndarray) and got.threshold.shape == shape[:-2]
-            assert np.array_equal(got.threshold, ref.threshold)
-            assert np.array_equal(got.noise_scale, ref.noise_scale)
-            assert got.rounds == 1 and got.bound == "probabilistic" and got.message == ""
+        got = verify(a, b, c, seed=7)
+        assert type(got) is _core._Passed and vars(got) == {}  # (nothing made yet)
+        assert isinstance(got.noise_scale, np.ndarray) and "threshold" not in vars(got)
+        assert isinstance(got.threshold, np.ndarray) and got.threshold.shape == shape[:-2]
+        assert np.array_equal(got.threshold, ref.threshold)
+        assert np.array_equal(got.noise_scale, ref.noise_scale)
+        assert got.rounds == 1 and got.bound == "probabilistic" and got.message == ""
+        for name in ("passed", "reason", "shape", "operand_format", "accumulate",
+                     "output_format", "check_precision", "calibrated", "false_alarm",
+                     "suspect_rows", "suspects", "screened_rows", "unexamined_rows"):
+            assert getattr(got, name) == getattr(ref, name), name
+        assert repr(got).startswith("FreivaldsResult(passed=True")
+        fresh = verify(a, b, c, seed=7)
+        for cp in (pickle.loads(pickle.dumps(fresh)), copy.copy(fresh), copy.deepcopy(fresh),
+                   dataclasses.replace(fresh)):
+            assert type(cp) in (FreivaldsResult, _core._Passed)
+            for name in names:
+                x, y = getattr(cp, name), getattr(fresh, name)
+                assert np.array_equal(x, y) if isinstance(y, np.ndarray) else x == y, name
         got = verify(a, b, c, seed=7)
         got.threshold = "set"  # a field set before it is read stays
         assert np.array_equal(got.noise_scale, ref.noise_scale) and got.threshold == "set"
+        got.passed = False
+        assert not got and vars(got)["passed"] is False
 
 
 # --- CPU tensors of a shape taken twice: one compiled call, no property reads ------------

@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -333,7 +334,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
         res = _common(a, b, c, seed, max_rows)
-        if type(res) is FreivaldsResult:
+        if type(res) is _Passed or type(res) is FreivaldsResult:
             res.seconds = _clock() - t0
             return res
         # not the common call (None), or a row beyond its screen: (the seed used, and the
@@ -354,7 +355,7 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
                 type(seed) is int and 0 <= seed < SEED_END)):
         seed = fresh_seed() if seed is None else seed
         res = _fast(a, b, c, seed, pfa, bias, _pre)
-        if type(res) is FreivaldsResult:
+        if type(res) is _Passed or type(res) is FreivaldsResult:
             res.seconds = time.perf_counter() - t0
             return res
         scr = res  # a batch's screen with a row beyond it, or None
@@ -942,81 +943,82 @@ def _cleared(dmax, scale, calibrated, M, K, N, fmts, seed, pfa, backend, d=None,
 def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend,
              numbers=False):
     """The passing result of a common call (one round, one group, the probabilistic
-    bound) whose every row cleared the screen: the fields FreivaldsResult(...) would set,
-    without its generated __init__ (many steps, each from cold caches right after a
-    product): the fields whose class defaults hold (rounds, groups, bound, message, ...)
-    are left to them, and the five empty lists (suspect rows, suspects, screened rows,
-    suspect columns, row failures) are made when first read (:class:`_ListOnRead`; five
-    fewer allocations from cold memory: a dict of the fields took 16 against 10.5 µs right
-    after a 1024³ product, one-off).  ``numbers``: threshold and scale are the compiled
-    call's numbers (a float, or a tuple per matrix of the batch shape[0]), made arrays on
-    first read."""
-    fa, fb, fc, fd = fmts
-    d = {"passed": True, "reason": "verified", "ratio": ratio, "false_alarm": pfa,
-         "screen_ratio": ratio, "shape": shape, "operand_format": fa, "accumulate": fb,
-         "output_format": fc, "check_precision": fd, "seed": seed, "calibrated": calibrated,
-         "backend": backend}
-    if numbers:
-        d["_numbers"] = (threshold, scale, shape[0])
-    else:
-        d["threshold"], d["noise_scale"] = threshold, scale
-    res = _new_result(FreivaldsResult)
-    res.__dict__ = d
+    bound) whose every row cleared the screen: a :class:`_Passed` holding these arguments,
+    its fields made from them when first read (FreivaldsResult(...)'s generated __init__, or
+    even a dict of the fields, takes many steps, each from cold caches right after a
+    product: 5.5-7.9 against 1.9-2.8 us for this, medians of 300 right after a 512^3
+    product).  ``numbers``: threshold and scale are the compiled call's numbers (a float, or
+    a tuple per matrix of the batch shape[0]), made arrays on first read."""
+    res = _new_result(_Passed)
+    res._v = (threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend, numbers)
+    res.seconds = 0.0
     return res
 
 
-class _ArrayOnRead:
-    """FreivaldsResult's threshold and noise_scale: where the compiled common call made the
-    result (:func:`_passing` with ``numbers``) they stay its numbers until one is read, then
-    both become the arrays the general path gives (numpy's array construction costs
-    microseconds right after a product, where the result is made, and a guard never reads
-    them); elsewhere plain fields."""
+class _Passed(FreivaldsResult):
+    """A :class:`FreivaldsResult` as :func:`_passing` makes it: the arguments it was given
+    in one slot, each field made from them when first read (:class:`_Made`) and kept, the
+    fields whose class defaults hold (rounds, groups, bound, message, ...) left to them.
+    Reads, writes, ``to_dict`` and ``dataclasses.replace`` / ``asdict`` behave as a
+    FreivaldsResult's; ``repr``, copies and pickles are the plain FreivaldsResult's."""
 
-    def __init__(self, name: str, default):
-        self.name, self.default = name, default
+    __slots__ = ("_v", "seconds")
+
+    def _plain(self) -> FreivaldsResult:
+        return FreivaldsResult(*(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+    def __repr__(self) -> str:
+        return repr(self._plain())
+
+    def __reduce__(self):  # (copies and pickles: the plain result)
+        return self._plain().__reduce__()
+
+
+class _Made:
+    """A field of a :class:`_Passed` result: the value written to it, else the one made
+    from the result's arguments (``make(v)``) on first read, then kept."""
+
+    __slots__ = ("name", "make")
+
+    def __init__(self, name: str, make):
+        self.name, self.make = name, make
 
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
         d = obj.__dict__
         v = d.get(self.name, _UNSET)
-        if v is not _UNSET:
-            return v
-        nums = d.pop("_numbers", None)
-        if nums is None:
-            if self.default is _UNSET:
-                raise AttributeError(self.name)
-            return self.default
-        tau, scale, batch = nums
-        d.setdefault("threshold", np.array(tau).reshape(batch))
-        d.setdefault("noise_scale", np.array(scale).reshape(batch))
-        return d[self.name]
+        if v is _UNSET:
+            v = d[self.name] = self.make(obj._v)
+        return v
 
     def __set__(self, obj, value):
         obj.__dict__[self.name] = value
 
 
-class _ListOnRead:
-    """FreivaldsResult's list fields where :func:`_passing` made the result: a new empty
-    list, kept in the result, when first read (everywhere else the instance's own list,
-    which Python finds before this class attribute)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        v = obj.__dict__[self.name] = []
-        return v
+def _array_of(i: int):
+    """threshold (i = 0) or noise_scale (1) of a _Passed result's arguments: the arrays the
+    general path gives, made from the compiled call's numbers, or the arrays given"""
+    def make(v):
+        return np.array(v[i]).reshape(v[4][0]) if v[9] else v[i]
+    return make
 
 
 _UNSET = object()
 _new_result = object.__new__
-FreivaldsResult.threshold = _ArrayOnRead("threshold", _UNSET)
-FreivaldsResult.noise_scale = _ArrayOnRead("noise_scale", None)
-for _name in ("suspect_rows", "suspects", "screened_rows", "suspect_columns", "row_failures"):
-    setattr(FreivaldsResult, _name, _ListOnRead(_name))
+for _name, _make in (("passed", lambda v: True), ("reason", lambda v: "verified"),
+                     ("ratio", lambda v: v[2]), ("screen_ratio", lambda v: v[2]),
+                     ("calibrated", lambda v: v[3]), ("shape", lambda v: v[4]),
+                     ("operand_format", lambda v: v[5][0]),
+                     ("accumulate", lambda v: v[5][1]),
+                     ("output_format", lambda v: v[5][2]),
+                     ("check_precision", lambda v: v[5][3]), ("seed", lambda v: v[6]),
+                     ("false_alarm", lambda v: v[7]), ("backend", lambda v: v[8]),
+                     ("threshold", _array_of(0)), ("noise_scale", _array_of(1)),
+                     *((_n, lambda v: []) for _n in ("suspect_rows", "suspects",
+                                                     "screened_rows", "suspect_columns",
+                                                     "row_failures"))):
+    setattr(_Passed, _name, _Made(_name, _make))
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
