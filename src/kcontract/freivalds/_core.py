@@ -814,7 +814,7 @@ def _fast(a, b, c, seed: int, pfa: float, bias=None, pre=None) -> Optional[Freiv
     else:
         r = signs(seed, 0, N, np.float32 if cname == "float32" else np.float64)
         rd = r if torch is None else torch.from_numpy(r)
-        yt = ops.matvec(b, rd, cdt)
+        yt = stage1_matvec(ops, b, rd, cdt, host=False)
     if narrow and pr is not None and _fastc is None:  # y's MKL columns, made once
         cols = pr.cols.get(ah.dtype)
         if cols is None:

@@ -1027,13 +1027,14 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
 #define FUSED_MAX_ROWS 64
 
 #ifdef KC_X86
-/* nr (1 or 2) rows from x[0..nr) of f32_rows_ss_avx512, with their sums of squares where
- * with_ss (both constants where it is called: the products are the same either way) */
+/* nr (1, 2, or 8 without sums of squares) rows from x[0..nr) of f32_rows_ss_avx512, with
+ * their sums of squares where with_ss (both constants where it is called: each row's
+ * products are the same either way, and whatever the rows beside it) */
 __attribute__((target("avx512f"), always_inline))
 static inline void f32_block_avx512(const float *const *x, int nr, int with_ss, Py_ssize_t K,
                                     Py_ssize_t kv, const float *v, float *out, double *ss) {
-    __m512 a[2], b[2];
-    __m512d p[2][4];
+    __m512 a[8], b[8];
+    __m512d p[8][4];
     for (int r = 0; r < nr; r++) {
         a[r] = b[r] = _mm512_setzero_ps();
         for (int q = 0; q < 4; q++) p[r][q] = _mm512_setzero_pd();
@@ -1061,12 +1062,19 @@ static inline void f32_block_avx512(const float *const *x, int nr, int with_ss, 
 }
 
 /* out = X v for float32 rows (leading dimension ld), and ss[i] = row i's sum of squares
- * where ss is not NULL; rows in pairs sharing each load of v */
+ * where ss is not NULL; rows in pairs sharing each load of v, in eights without the sums
+ * of squares (each row's own accumulators either way: the same products) */
 __attribute__((target("avx512f")))
 static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                                const float *v, float *out, double *ss) {
     /* sumsq_n runs its vector loop from 64 elements on, over whole runs of 32 */
     Py_ssize_t kv = K >= 64 ? K & ~(Py_ssize_t)31 : 0, i = 0;
+    if (!ss)
+        for (; i + 8 <= M; i += 8) {
+            const float *x[8];
+            for (int r = 0; r < 8; r++) x[r] = X + (i + r) * ld;
+            f32_block_avx512(x, 8, 0, K, kv, v, out + i, NULL);
+        }
     for (; i + 2 <= M; i += 2) {
         const float *x[2] = {X + i * ld, X + (i + 1) * ld};
         if (ss) f32_block_avx512(x, 2, 1, K, kv, v, out + i, ss + i);
@@ -1117,6 +1125,31 @@ static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         on_pool(pool, f32ss_range, &job, M, 2);
     else
         f32ss_range(&job, 0, M);
+}
+
+/* A check's float32 products X v (M x K, row-major, leading dimension K) are the row kernel's
+ * above (eight rows sharing each load of v where no sums of squares are wanted) on the back
+ * end's threads rather than the BLAS gemv's the back end itself calls: measured faster
+ * (2-core AMD Zen 4, the three products of a square check right after its product,
+ * medians of 300) than torch's MKL sgemv_ at every size -- 0.41-0.62 of torch.mv's time
+ * from n = 256 to 2048 (MKL's generic kernels on this CPU) -- and than numpy's OpenBLAS
+ * sgemv: 0.55-0.61 up to n = 640, 0.79-0.95 from 768 to 4096 (with pairs of rows it had
+ * been 1.04-1.08 there).  Each row's sum is the same whichever thread makes it, with or
+ * without threads, and the general path asks the same rule (_fastc.own_gemv, in
+ * _screen.stage1_matvec) and makes the same products: every path decides alike.  (The
+ * BLAS where the kernel does not run here: no AVX-512.) */
+static int own_gemv(Py_ssize_t M, Py_ssize_t K) {
+    return M > 0 && K > 0 && f32_rows_ss_ok();
+}
+
+/* a check's X v (M x K row-major, leading dimension K; float64 with dbl): the row kernel
+ * where own_gemv holds, else the BLAS gemv at fn */
+static void check_gemv(uintptr_t fn, int ilp64, int dbl, Py_ssize_t M, Py_ssize_t K,
+                       const void *X, const void *v, void *out, int pool) {
+    if (!dbl && own_gemv(M, K))
+        f32_rows_ss(X, K, M, K, v, out, NULL, pool);
+    else
+        gemv(fn, ilp64, dbl, M, K, K, X, v, out);
 }
 
 /* ---- small float32 products of a batch on numpy's OpenBLAS threads ------------------
@@ -1350,18 +1383,18 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
         rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool, ssa);
         if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool, ssc);
         else if (fused) f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
-        else gemv(fn, ilp64, 0, M, N, N, C->buf, R->buf, W->buf);
+        else check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
-            gemv(fn, ilp64, dbl, K, N, N, B->buf, R->buf, Y->buf);
+            check_gemv(fn, ilp64, dbl, K, N, B->buf, R->buf, Y->buf, pool);
         }
         if (fused) {
             f32_rows_ss(A->buf, K, M, K, Y->buf, Z->buf, ssa, pool);
             f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
         } else {
-            gemv(fn, ilp64, dbl, M, K, K, A->buf, Y->buf, Z->buf);
-            gemv(fn, ilp64, dbl, M, N, N, C->buf, R->buf, W->buf);
+            check_gemv(fn, ilp64, dbl, M, K, A->buf, Y->buf, Z->buf, pool);
+            check_gemv(fn, ilp64, dbl, M, N, C->buf, R->buf, W->buf, pool);
         }
     }
     Py_END_ALLOW_THREADS
@@ -2369,6 +2402,16 @@ static int own_batch(Py_ssize_t items, Py_ssize_t M, Py_ssize_t K, Py_ssize_t N)
 }
 
 /* own_batch(items, M, K, N) -> bool: the rule above, for the tests */
+static PyObject *own_gemv_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "own_gemv(M, K)");
+        return NULL;
+    }
+    Py_ssize_t M = PyLong_AsSsize_t(args[0]), K = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(own_gemv(M, K));
+}
+
 static PyObject *own_batch_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "own_batch(items, M, K, N)");
@@ -3086,6 +3129,9 @@ static PyMethodDef methods[] = {
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
+    {"own_gemv", (PyCFunction)(void (*)(void))own_gemv_py, METH_FASTCALL,
+     "own_gemv(M, K) -> whether a check's float32 product X v (M x K, row-major) is the "
+     "row kernel's (rows_dot, on the pool) rather than the back end's BLAS gemv"},
     {"own_batch", (PyCFunction)(void (*)(void))own_batch_py, METH_FASTCALL,
      "own_batch(items, M, K, N) -> whether a float32 batch of numpy arrays has the "
      "helper's own products (f32_gemv_avx512, on OpenBLAS's threads) rather than the BLAS"},

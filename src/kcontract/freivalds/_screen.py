@@ -162,7 +162,7 @@ def _round(p, k: int, seed: int, cdtype, pre):
     else:
         r = signs(seed, k, p.N, ops.host_dtype(cdtype))
         rd = ops.from_host(r, cdtype)
-        y = ops.matvec(p.b, rd, cdtype)
+        y = stage1_matvec(ops, p.b, rd, cdtype, host=False)
     if k == 0:
         p.y = y
     z = stage1_matvec(ops, p.a, y, cdtype)
@@ -179,20 +179,31 @@ _FEW_ROWS = min(SMALL_ROWS, _fastc.FEW_ROWS) \
     if _fastc is not None and getattr(_fastc, "FEW_ROWS_KERNEL", 0) else None
 
 
-def stage1_matvec(ops, X, v, cdtype) -> np.ndarray:
-    """X v as a host array, as the compiled stage 1 makes it: for a float32 matrix of at
-    most SMALL_ROWS rows on the host with the kernel it uses there (``_fastc.rows_dot``:
-    each row's product and sum of squares in one pass), so that this path and the compiled
-    one decide alike to the bit; otherwise the back end's matvec."""
-    out = _few_rows_dot(ops, X, v, cdtype)
-    return out if out is not None else ops.to_host(ops.matvec(X, v, cdtype))
+def stage1_matvec(ops, X, v, cdtype, host: bool = True):
+    """X v as the compiled stage 1 makes it: for a float32 host matrix by the row kernel it
+    uses there (``_fastc.rows_dot``) where it does -- at most SMALL_ROWS rows (each row's
+    product and sum of squares in one pass), or a C-contiguous matrix where
+    ``_fastc.own_gemv`` holds (see _fastc.c: the kernel measured faster than the back
+    ends' BLAS gemv) -- so that this path and the compiled one
+    decide alike to the bit; otherwise the back end's matvec.  ``host``: a host array,
+    else in the back end's type (a tensor for torch)."""
+    out = _own_rows_dot(ops, X, v, cdtype)
+    if out is not None:
+        return out if host or ops is NUMPY_OPS else ops.torch.from_numpy(out)
+    out = ops.matvec(X, v, cdtype)
+    return ops.to_host(out) if host else out
 
 
-def _few_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
-    """:func:`stage1_matvec` by the few-row kernel, or None where it does not make it."""
-    if _FEW_ROWS is None or len(X.shape) != 2 or not 0 < X.shape[0] <= _FEW_ROWS:
+def _own_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
+    """:func:`stage1_matvec` by the row kernel, or None where the compiled stage 1 does not
+    make it with it."""
+    if _FEW_ROWS is None or _fastc is None or len(X.shape) != 2 or X.shape[0] == 0:
         return None
     numpy = ops is NUMPY_OPS
+    M, K = X.shape
+    pool = _cblas.pool_for(numpy)
+    if M > _FEW_ROWS and not _fastc.own_gemv(M, K):
+        return None
     try:
         xh, vh = (X, v) if numpy else (ops.host_view(X), ops.host_view(v))
     except RuntimeError:  # (a tensor numpy cannot view: a negation or conjugation bit)
@@ -202,7 +213,7 @@ def _few_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
             or not (xh.flags.c_contiguous and vh.flags.c_contiguous):
         return None
     out = np.empty(xh.shape[0], dtype=np.float32)
-    return out if _fastc.rows_dot(xh, vh, out, _cblas.pool_for(numpy)) else None
+    return out if _fastc.rows_dot(xh, vh, out, pool) else None
 
 
 def residual(z, w) -> np.ndarray:
