@@ -135,15 +135,15 @@ def test_long_rows_sums_of_squares_are_float64_sums(cols, dt, kind):
 ISAS = [0, 1, 2]  # plain C, AVX2 with FMA, AVX-512 (each at most what the CPU has)
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (3, 2), (4, 31), (5, 32), (9, 33), (17, 64),
-                                   (1, 4097), (130, 1000), (7, 0), (0, 9)])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 2), (4, 31), (5, 32), (9, 33), (13, 70),
+                                   (17, 64), (1, 4097), (130, 1000), (7, 0), (0, 9)])
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
 def test_16bit_gemv_is_float32_accurate(shape, isa, dt):
     """out = X v for bfloat16 / float16 X: within float32 accumulation's bound of the
-    float64 product, for every row count (the four-row blocks and their rest) and K (pairs,
-    the vector loop's rest, an odd last column), with each instruction set (float16:
-    subnormals and the largest finite value too)."""
+    float64 product, for every row count (bfloat16's eight-row blocks, four-row blocks and
+    their rest) and K (pairs, the vector loop's rest, an odd last column), with each
+    instruction set (float16: subnormals and the largest finite value too)."""
     rng = np.random.default_rng(shape[0] * 1000 + shape[1])
     scale = 10.0 ** rng.integers(-3, 4, shape) if dt is not np.float16 else 1.0
     X = (rng.standard_normal(shape) * scale).astype(dt)
