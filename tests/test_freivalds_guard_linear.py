@@ -568,6 +568,57 @@ def test_new_signs_forget_the_remembered_checks():
     assert id(w) not in g._fast and g.failed == 0
 
 
+@needs_guards
+def test_the_lean_checks_tally_counts_as_each_check_would_and_keeps_the_refresh_points(
+        monkeypatch):
+    """The remembered lean checks are tallied and counted in stats when stats are read:
+    the same counters (per op too: linear, and addmm's K x N weight; a cache hit for each
+    check that did not make its projection anew) and the same draws of the signs whether
+    stats are read after every check or only at the end."""
+    x, w, _ = layer(16, 256, 192, torch.float32, False, 2)
+    out = product(x, w, None)
+    wt = w.detach().T.contiguous()  # a K x N weight: addmm's
+    out_mm = x @ wt
+    xs = x.T.contiguous().T  # the same values, not contiguous
+    guards = [Guard(seed=7, refresh=5), Guard(seed=7, refresh=5)]
+    draws = [[], []]
+    made = []  # the projections each guard made (the checks that were no cache hit)
+    real_get = _guard._WeightCache.get
+    for k, g in enumerate(guards):
+        seen = []
+
+        def get(cache, src, transposed, N, cdtype, compute, seen=seen):
+            return real_get(cache, src, transposed, N, cdtype,
+                            lambda: seen.append(1) or compute())
+        monkeypatch.setattr(_guard._WeightCache, "get", get)
+        for i in range(23):
+            if i % 3 == 2:
+                g.check_linear(x, wt, out_mm, transposed=False)
+            elif i % 4 == 3:  # (a strided x: a cache hit through verify, _cache_hit's)
+                g.check_linear(xs, w, out)
+            else:
+                g.check_linear(x, w, out)
+            if k == 0:
+                g.stats  # (read: the tally counted at once)
+                assert g._tally == [0, 0.0, 0, 0.0, 0]
+            draws[k].append(g._refresh_at)
+        made.append(len(seen))
+        monkeypatch.undo()
+    assert made[0] == made[1] >= 2 + 3  # (both weights' first checks, and after each draw)
+    assert draws[0] == draws[1] and draws[0][-1] > 5  # (signs drawn anew, at the same checks)
+    assert guards[1]._tally[4] > 0  # (the unread guard's tally holds checks)
+    a, b = (g.stats.as_dict() for g in guards)
+    for d in (a, b):
+        d.pop("seconds")
+        for op in d["by_op"].values():
+            op.pop("seconds")
+    assert a == b
+    assert a["calls"] == a["checked"] == 23 and a["failed"] == 0
+    assert a["cache_hits"] == 23 - made[0]
+    assert a["by_op"]["linear"]["checked"] == 16 and a["by_op"]["addmm"]["checked"] == 7
+    assert guards[1].stats.seconds > 0 and guards[1]._tally[4] == 0
+
+
 def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
     monkeypatch.setattr(_tensorguards, "_TG", False)
     x, w, b = layer(16, 256, 192, torch.float32, True, 6)

@@ -206,7 +206,12 @@ class Guard(contextlib.ContextDecorator):
         self._pending: list = []  # deferred linear checks: (x, w, out, bias, versions,
         # transposed)
         self._pending_bytes = 0
-        self.stats = GuardStats()
+        self._stats = GuardStats()
+        # passing remembered lean checks not yet in stats (see _fold): linear's checks and
+        # seconds, addmm's, and their cache hits; and the cache hits left until the signs
+        # are drawn anew, counted from stats' (None: never)
+        self._tally = [0, 0.0, 0, 0.0, 0]
+        self._lean_room = self._refresh_at
         self._last = None  # the last result, or what the lean linear check knows of it
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
             raise UsageError(f"seed must be None or a non-negative integer, got {seed!r}")
@@ -237,6 +242,44 @@ class Guard(contextlib.ContextDecorator):
     @last_result.setter
     def last_result(self, res) -> None:
         self._last = res
+
+    @property
+    def stats(self) -> GuardStats:
+        """The guard's counters (:class:`GuardStats`)."""
+        if self._tally[4]:
+            self._fold()
+        return self._stats
+
+    @stats.setter
+    def stats(self, st: GuardStats) -> None:
+        self._stats = st
+        self._tally[:] = (0, 0.0, 0, 0.0, 0)
+        self._set_room()
+
+    def _fold(self) -> None:
+        """The passing remembered lean checks' tally (see :meth:`_linear_now`) into stats:
+        as :meth:`_count` and :meth:`_cache_hit` count each."""
+        t, st = self._tally, self._stats
+        for i, name in ((0, "linear"), (2, "addmm")):
+            n = t[i]
+            if n:
+                dt = t[i + 1]
+                st.calls += n
+                st.checked += n
+                st.seconds += dt
+                op = st.by_op.get(name)
+                if op is None:
+                    op = st.by_op[name] = [0, 0.0, 0, 0.0]
+                op[0] += n
+                op[1] += dt
+        st.cache_hits += t[4]
+        t[:] = (0, 0.0, 0, 0.0, 0)
+        self._set_room()
+
+    def _set_room(self) -> None:
+        """The cache hits left, past stats', until the signs are drawn anew."""
+        self._lean_room = None if self._refresh_at is None \
+            else self._refresh_at - self._stats.cache_hits
 
     # counters as attributes
     @property
@@ -322,11 +365,13 @@ class Guard(contextlib.ContextDecorator):
 
     def _cache_hit(self) -> None:
         """A check from a cached projection: counted, and every ``refresh`` of them the
-        signs are drawn anew.  (Written out in :meth:`_linear_now` too: change both.)"""
+        signs are drawn anew.  (:meth:`_linear_now` tallies its own: see :meth:`_fold`.)"""
         st = self.stats
         st.cache_hits += 1
         if st.cache_hits == self._refresh_at:
             self._new_signs()
+        else:
+            self._set_room()
 
     def _new_signs(self) -> None:
         """Fresh signs for every cached projection, drawn from the guard's generator: the
@@ -341,6 +386,7 @@ class Guard(contextlib.ContextDecorator):
         self._fast.clear()
         self._fast_mm.clear()
         self._refresh_at = self.stats.cache_hits + self.refresh
+        self._set_room()
 
     # ------------------------------------------------------------------
     def _signs(self, N: int, dtype) -> np.ndarray:
@@ -360,8 +406,8 @@ class Guard(contextlib.ContextDecorator):
         return False
 
     def _count(self, name: str, dt: float, screened: bool) -> None:
-        """A check made: the counters, and the per-op seconds.  (Written out in
-        :meth:`_linear_now` too: change both.)"""
+        """A check made: the counters, and the per-op seconds.  (:meth:`_linear_now`
+        tallies its own: see :meth:`_fold`.)"""
         st = self.stats
         st.checked += 1
         op = st.by_op.get(name)
@@ -462,10 +508,12 @@ class Guard(contextlib.ContextDecorator):
         """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
         the one that reads each property), else :func:`verify` -- at once where the
         remembered check was made and a row is beyond its screen (the other lean check would
-        make the same products again).  (The remembered check and a passing lean check's
-        bookkeeping -- :meth:`_count` and :meth:`_cache_hit`'s -- are written out here rather
-        than called: writing out those two alone saved 1-2.6 us of a 36-74 us check at
-        M = 1, right after a product.)"""
+        make the same products again).  (The remembered check is written out here rather
+        than called, and a passing lean check is tallied in one list (``_tally``), counted in
+        :attr:`stats` when they are read (:meth:`_fold`): calling :meth:`_count` and
+        :meth:`_cache_hit` cost 1-2.6 us of a 36-74 us check at M = 1 right after a product,
+        and the counters written out there another 4-5 us of the remembered check's 35-45
+        against the tally's 30-40, medians of 400.)"""
         if self.cache_weights:
             t0 = _clock()
             last = None
@@ -479,19 +527,13 @@ class Guard(contextlib.ContextDecorator):
             if last is None and self._lean_linear(x, weight, out, bias, transposed):
                 last = True
             if last is not None and last is not False:  # a lean check made, and passed
-                dt = _clock() - t0
-                st = self.stats
-                st.calls += 1
-                st.seconds += dt
-                st.checked += 1
-                name = "linear" if transposed else "addmm"
-                op = st.by_op.get(name)
-                if op is None:
-                    op = st.by_op[name] = [0, 0.0, 0, 0.0]
-                op[0] += 1
-                op[1] += dt
-                st.cache_hits += 1  # (as _cache_hit)
-                if st.cache_hits == self._refresh_at:
+                t = self._tally  # (counted in stats when they are read: _fold)
+                i = 0 if transposed else 2
+                t[i] += 1
+                t[i + 1] += _clock() - t0
+                hits = t[4] + 1
+                t[4] = hits
+                if hits == self._lean_room:  # (as _cache_hit)
                     self._new_signs()
                 return
         self._check_product("linear" if transposed else "addmm", x,
