@@ -619,6 +619,45 @@ def test_the_lean_checks_tally_counts_as_each_check_would_and_keeps_the_refresh_
     assert guards[1].stats.seconds > 0 and guards[1]._tally[4] == 0
 
 
+@needs_guards
+@pytest.mark.parametrize("registered", [True, False])
+def test_the_remembered_check_reads_versions_and_addresses_either_way(registered,
+                                                                     monkeypatch):
+    """The remembered check reads the weight's version counter and the tensors' addresses
+    through torch's TensorBase descriptors where registered, through their names where
+    not: the same checks either way -- honest products pass, an in-place update of one
+    element of the weight is seen (a new projection), a fault is caught."""
+    fastc = _core._fastc
+    base = torch._C.TensorBase.__dict__
+    with pytest.raises(TypeError):
+        fastc.set_tensor_access(base["_version"], None)
+    try:
+        if not registered:
+            fastc.set_tensor_access(None, None)
+        x, w, _ = layer(8, 256, 192, torch.float32, False, 4)
+        g = Guard(seed=6, on_fail="log")
+        lean = counting_lean(monkeypatch)
+        for _ in range(4):
+            g.check_linear(x, w, product(x, w, None))
+        assert id(w) in g._fast and g.failed == 0
+        assert len(lean) == 2  # (the first two: the remembered check from the third on)
+        sampled = set(np.frombuffer(g._fast[id(w)].offsets, np.int64) // 4)
+        i = next(i for i in range(w.numel()) if i not in sampled)
+        with torch.no_grad():  # (one element the fingerprint does not sample: the version
+            w.view(-1)[i] += 1.0  # counter alone shows the update)
+        g.check_linear(x, w, product(x, w, None))
+        g.check_linear(x, w, product(x, w, None))
+        # the remembered check saw the new version: the property-reading check ran for
+        # both (a stale projection would fail and send each to verify, which makes it anew)
+        assert len(lean) == 4
+        bad = product(x, w, None)
+        bad[2, 5] += 1e-3 * float(bad.abs().max())
+        g.check_linear(x, w, bad)
+        assert g.checked == 7 and g.failed == 1
+    finally:
+        fastc.set_tensor_access(base["_version"], base["data_ptr"])
+
+
 def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
     monkeypatch.setattr(_tensorguards, "_TG", False)
     x, w, b = layer(16, 256, 192, torch.float32, True, 6)

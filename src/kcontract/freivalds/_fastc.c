@@ -1796,13 +1796,15 @@ static double relieved_ratio(const float *X, const float *Cm, Py_ssize_t M, Py_s
     return worst;
 }
 
-/* linear's check (below) from its parsed arguments (b2o: NULL for none) */
+/* linear's check (below) from its parsed arguments (b2o: NULL for none), r and y the
+ * float32 vectors of N and K at rp and yp (their owner held by the caller) */
 static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t K,
-                            Py_ssize_t N, Py_ssize_t half, PyObject *ro, PyObject *yo,
+                            Py_ssize_t N, Py_ssize_t half, const float *rp, const float *yp,
                             double brms, double zoff, uint64_t seed, PyObject *b2o,
                             double relief_min) {
     Py_ssize_t item = half ? 2 : 4;
-    if (M < 1 || K < 64 || N < 64 || half < 0 || half > 2 || xp == 0 || op == 0) {
+    if (M < 1 || K < 64 || N < 64 || half < 0 || half > 2 || xp == 0 || op == 0
+        || rp == NULL || yp == NULL) {
         PyErr_SetString(PyExc_ValueError, "linear: bad sizes or addresses");
         return NULL;
     }
@@ -1810,17 +1812,19 @@ static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t
     struct plan *p = find_plan(M, K, N, item, half, item, 1, &cap);
     if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, item, (Py_ssize_t)1);
     if (p->busy) Py_RETURN_NONE; /* another thread's check holds its buffers: verify decides */
-    Py_buffer rv, yv;
-    if (get(ro, &rv, 0) < 0) return NULL;
-    if (get(yo, &yv, 0) < 0) {
-        PyBuffer_Release(&rv);
-        return NULL;
-    }
+    Py_buffer rv, yv; /* (r and y as buffers of their length) */
+    Py_ssize_t rsh[1] = {N}, ysh[1] = {K};
+    memset(&rv, 0, sizeof rv);
+    memset(&yv, 0, sizeof yv);
+    rv.buf = (void *)rp;
+    rv.len = N * 4;
+    yv.buf = (void *)yp;
+    yv.len = K * 4;
+    rv.itemsize = yv.itemsize = 4;
+    rv.ndim = yv.ndim = 1;
+    rv.shape = rsh;
+    yv.shape = ysh;
     PyObject *out = NULL;
-    if (rv.len != N * 4 || yv.len != K * 4 || rv.itemsize != 4 || yv.itemsize != 4) {
-        PyErr_SetString(PyExc_ValueError, "linear: r and y must be float32 of N and K");
-        goto done;
-    }
     Py_buffer A, C;
     Py_ssize_t ash[2], csh[2];
     raw_matrix(&A, ash, xp, M, K, item);
@@ -1867,9 +1871,6 @@ static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t
 done_cap:
     p->busy = 0;
     Py_DECREF(cap);
-done:
-    PyBuffer_Release(&rv);
-    PyBuffer_Release(&yv);
     return out;
 }
 
@@ -1903,8 +1904,21 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double zoff = PyFloat_AsDouble(args[9]);
     uint64_t seed = PyLong_AsUnsignedLongLong(args[10]);
     if (PyErr_Occurred()) return NULL;
-    return linear_run(xp, op, M, K, N, half, args[6], args[7], brms, zoff, seed, b2o,
-                      relief_min);
+    Py_buffer rv, yv;
+    if (get(args[6], &rv, 0) < 0) return NULL;
+    if (get(args[7], &yv, 0) < 0) {
+        PyBuffer_Release(&rv);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (rv.len != N * 4 || yv.len != K * 4 || rv.itemsize != 4 || yv.itemsize != 4)
+        PyErr_SetString(PyExc_ValueError, "linear: r and y must be float32 of N and K");
+    else
+        out = linear_run(xp, op, M, K, N, half, rv.buf, yv.buf, brms, zoff, seed, b2o,
+                         relief_min);
+    PyBuffer_Release(&rv);
+    PyBuffer_Release(&yv);
+    return out;
 }
 
 /* common's check of A B = C (buffers of checked kinds and shapes): see common */
@@ -2162,16 +2176,54 @@ static PyObject *peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 static PyObject *str_version, *str_data_ptr;
+/* torch's TensorBase._version (its getset descriptor) and TensorBase.data_ptr (its method
+ * descriptor), registered by set_tensor_access: called directly, without looking the
+ * names up through the tensor's type (a Parameter's three classes, from cold caches right
+ * after a product: 7 us for w._version against 5 for a call that does nothing, medians of
+ * 300); NULL: looked up */
+static PyObject *version_get, *data_ptr_fn;
+
+/* a tensor's version counter (new reference; NULL with the error set) */
+static PyObject *tensor_version(PyObject *t) {
+    if (version_get != NULL)
+        return Py_TYPE(version_get)->tp_descr_get(version_get, t, (PyObject *)Py_TYPE(t));
+    return PyObject_GetAttr(t, str_version);
+}
+
+/* a tensor's data_ptr() (new reference; NULL with the error set) */
+static PyObject *tensor_data_ptr(PyObject *t) {
+    if (data_ptr_fn != NULL) return PyObject_Vectorcall(data_ptr_fn, &t, 1, NULL);
+    return PyObject_CallMethodNoArgs(t, str_data_ptr);
+}
+
+/* set_tensor_access(version_descriptor, data_ptr_descriptor): see version_get; (None,
+ * None) forgets them */
+static PyObject *set_tensor_access(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || (args[0] == Py_None) != (args[1] == Py_None)
+        || (args[0] != Py_None && (Py_TYPE(args[0])->tp_descr_get == NULL
+                                   || !PyCallable_Check(args[1])))) {
+        PyErr_SetString(PyExc_TypeError, "set_tensor_access(version getset descriptor, "
+                                         "data_ptr method descriptor), or (None, None)");
+        return NULL;
+    }
+    Py_CLEAR(version_get);
+    Py_CLEAR(data_ptr_fn);
+    if (args[0] != Py_None) {
+        version_get = Py_NewRef(args[0]);
+        data_ptr_fn = Py_NewRef(args[1]);
+    }
+    Py_RETURN_NONE;
+}
 
 /* whether a tensor's version counter is ver and its data address addr (1 or 0; -1 with
  * the error torch raised) */
 static int same_memory(PyObject *t, PyObject *ver, PyObject *addr) {
-    PyObject *v = PyObject_GetAttr(t, str_version);
+    PyObject *v = tensor_version(t);
     if (v == NULL) return -1;
     int eq = PyObject_RichCompareBool(v, ver, Py_EQ);
     Py_DECREF(v);
     if (eq != 1) return eq;
-    PyObject *a = PyObject_CallMethodNoArgs(t, str_data_ptr);
+    PyObject *a = tensor_data_ptr(t);
     if (a == NULL) return -1;
     eq = PyObject_RichCompareBool(a, addr, Py_EQ);
     Py_DECREF(a);
@@ -2197,7 +2249,7 @@ static int refers_to(PyObject *ref, PyObject *o) {
 
 /* a tensor's data address (0 with the error set) */
 static uintptr_t data_address(PyObject *t) {
-    PyObject *a = PyObject_CallMethodNoArgs(t, str_data_ptr);
+    PyObject *a = tensor_data_ptr(t);
     if (a == NULL) return 0;
     uintptr_t p = (uintptr_t)PyLong_AsUnsignedLongLong(a);
     Py_DECREF(a);
@@ -2206,7 +2258,7 @@ static uintptr_t data_address(PyObject *t) {
 
 /* the layout of the guard's remembered lean check (kcontract.freivalds._guard._Lean) */
 enum { L_WREF, L_VERSION, L_ADDRESS, L_OFFS, L_ITEM, L_BYTES, L_BIAS, L_GUARDS, L_K, L_N,
-       L_HALF, L_R, L_Y, L_BRMS, L_B2, L_ZOFF, L_NAME, L_SIZE };
+       L_HALF, L_R, L_Y, L_BRMS, L_B2, L_ZOFF, L_NAME, L_RP, L_YP, L_SIZE };
 
 static PyObject *lean_entry(PyObject *e, PyObject *x, PyObject *out, PyObject *w,
                             PyObject *bias, uint64_t seed, double relief_min) {
@@ -2261,7 +2313,11 @@ static PyObject *lean_entry(PyObject *e, PyObject *x, PyObject *out, PyObject *w
     double brms = E(L_BRMS) == Py_None ? -1.0 : PyFloat_AsDouble(E(L_BRMS));
     double zoff = PyFloat_AsDouble(E(L_ZOFF));
     if (PyErr_Occurred()) return NULL;
-    PyObject *ratio = linear_run(xp, op, M, K, N, half, E(L_R), E(L_Y), brms, zoff, seed,
+    /* r's and y's addresses, kept beside them (the entry holds both arrays; their lengths
+     * N and K, float32, checked when it was made): no buffer requests */
+    const float *rp = PyLong_AsVoidPtr(E(L_RP)), *yp = PyLong_AsVoidPtr(E(L_YP));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *ratio = linear_run(xp, op, M, K, N, half, rp, yp, brms, zoff, seed,
                                  E(L_B2) == Py_None ? NULL : E(L_B2), relief_min);
     if (ratio == NULL) return NULL;
     if (!PyFloat_Check(ratio)) { /* a row beyond the screen (None): False; no plan: None */
@@ -3147,6 +3203,9 @@ static PyMethodDef methods[] = {
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
+    {"set_tensor_access", (PyCFunction)(void (*)(void))set_tensor_access, METH_FASTCALL,
+     "set_tensor_access(version, data_ptr): torch's TensorBase._version descriptor and "
+     "TensorBase.data_ptr, called directly by lean (None, None: looked up by name)"},
     {"own_gemv", (PyCFunction)(void (*)(void))own_gemv_py, METH_FASTCALL,
      "own_gemv(M, K) -> whether a check's float32 product X v (M x K, row-major) is the "
      "row kernel's (rows_dot, on the pool) rather than the back end's BLAS gemv"},

@@ -643,9 +643,12 @@ class Guard(contextlib.ContextDecorator):
             return
         if len(fast) >= CACHE_SIZE:
             fast.pop(next(iter(fast)))
+        if not (r.dtype == np.float32 and y.dtype == np.float32 and r.shape == (N,)
+                and y.shape == (K,) and r.flags.c_contiguous and y.flags.c_contiguous):
+            return  # (the compiled check reads them at their addresses)
         fast[id(w)] = _Lean(ent[0], ver[0], ver[1], *fp, bt, (shape,), K, N, fmt[2],
                                   r, y, ent[2].b_rms, b2, 0.0 if bt is None else hit[2],
-                                  fmt[1])
+                                  fmt[1], r.ctypes.data, y.ctypes.data)
 
     def _bias_dot(self, bias, dt, r):
         """b . r for a bias (as the common call computes it), cached on the tensor, its
@@ -719,6 +722,8 @@ class _Lean(NamedTuple):
     b2: Optional[np.ndarray]  # ||W_k||^2 (float32 weights)
     zoff: float  # the bias's b . r
     name: str  # the format's name
+    r_address: int  # r's and y's data (float32 of N and K, C-contiguous: the compiled
+    y_address: int  # check reads them there, the arrays above holding the memory)
 
     @property
     def print(self) -> tuple:
@@ -765,6 +770,11 @@ def _torch():
                                        (torch.bfloat16, "bfloat16"),
                                        (torch.float16, "float16"))):
         _LEAN.setdefault(dt, (torch.float32, name, half))
+    if _TORCH is None and _LEAN_C is not None:  # (the remembered check's reads: see _fastc)
+        base = getattr(torch._C, "TensorBase", None)
+        slots = getattr(base, "__dict__", {})
+        if "_version" in slots and "data_ptr" in slots:
+            _core._fastc.set_tensor_access(slots["_version"], slots["data_ptr"])
     _TORCH = torch
     return torch
 
