@@ -473,19 +473,27 @@ def test_the_row_kernel_makes_every_float32_product_of_a_check():
                                    (800, 700, 600)])
 def test_the_compiled_call_and_the_general_path_make_the_same_float32_products(M, K, N):
     """The compiled common call and the general path compute the same residual -- the same
-    threshold and ratio to the bit -- for numpy arrays and CPU tensors, an honest product
+    threshold and ratio to the bit -- for numpy arrays and CPU tensors, float32 operands
+    and bfloat16 ones with a float32 C (its C r a float32 product too), an honest product
     and one with a fault (located alike), few rows and many (the row kernel's products
     where own_gemv holds, the BLAS's elsewhere)."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(M + K + N)
-    A = rng.standard_normal((M, K)).astype(np.float32)
-    B = rng.standard_normal((K, N)).astype(np.float32)
-    C = A @ B
-    bad = C.copy()
-    bad[M // 3, N // 2] += 1e-3 * float(np.abs(C).max())
+    for dt in (np.float32, ml_dtypes.bfloat16):
+        A = rng.standard_normal((M, K)).astype(dt)
+        B = rng.standard_normal((K, N)).astype(dt)
+        C = A.astype(np.float32) @ B.astype(np.float32)
+        bad = C.copy()
+        bad[M // 3, N // 2] += 1e-3 * float(np.abs(C).max())
+        _decide_alike(torch, A, B, C, bad)
+
+
+def _decide_alike(torch, A, B, C, bad):
+    def tensor(x):
+        return torch.from_numpy(x) if x.dtype == np.float32 else \
+            torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
     for X in (C, bad):
-        for a, b, c in ((A, B, X), (torch.from_numpy(A), torch.from_numpy(B),
-                                    torch.from_numpy(X))):
+        for a, b, c in ((A, B, X), (tensor(A), tensor(B), tensor(X))):
             fast = verify(a, b, c, seed=21)
             general = verify(a, b, c, seed=21, accumulate="float32")  # (not the common call)
             assert (fast.passed, fast.ratio, fast.screen_ratio, fast.suspect_elements) == \

@@ -183,10 +183,10 @@ def stage1_matvec(ops, X, v, cdtype, host: bool = True):
     """X v as the compiled stage 1 makes it: for a float32 host matrix by the row kernel it
     uses there (``_fastc.rows_dot``) where it does -- at most SMALL_ROWS rows (each row's
     product and sum of squares in one pass), or a C-contiguous matrix where
-    ``_fastc.own_gemv`` holds (see _fastc.c: the kernel measured faster than the back
-    ends' BLAS gemv) -- so that this path and the compiled one
-    decide alike to the bit; otherwise the back end's matvec.  ``host``: a host array,
-    else in the back end's type (a tensor for torch)."""
+    ``_fastc.own_gemv`` holds (see _fastc.c: the kernel measured faster than the back ends'
+    BLAS gemv) -- so that this path and the compiled one decide alike to the bit;
+    otherwise the back end's matvec.  ``host``: a host array, else in the back end's type
+    (a tensor for torch)."""
     out = _own_rows_dot(ops, X, v, cdtype)
     if out is not None:
         return out if host or ops is NUMPY_OPS else ops.torch.from_numpy(out)
