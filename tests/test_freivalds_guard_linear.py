@@ -658,29 +658,6 @@ def test_the_remembered_check_reads_versions_and_addresses_either_way(registered
         fastc.set_tensor_access(base["_version"], base["data_ptr"])
 
 
-def test_sampling_and_deferral_set_after_the_guard_is_made_take_effect():
-    """check_linear's common case skips the sampling and deferral steps: setting
-    ``sample`` or ``defer`` on a made guard brings them back, and unsetting them skips
-    them again."""
-    x, w, _ = layer(8, 256, 192, torch.float32, False, 3)
-    out = product(x, w, None)
-    g = Guard(seed=2)
-    g.check_linear(x, w, out)
-    g.defer = True
-    g.check_linear(x, w, out)
-    assert len(g._pending) == 1 and g.checked == 1
-    g.flush()
-    g.defer = False
-    g.sample = 0.0
-    g.check_linear(x, w, out)
-    assert g.stats.sampled_out == 1 and g.checked == 2
-    g.sample = 1.0
-    for _ in range(3):
-        g.check_linear(x, w, out)
-    assert g.checked == 5 and g.stats.sampled_out == 1 and not g._pending
-    assert (g.sample, g.defer) == (1.0, False) and g.failed == 0
-
-
 def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
     monkeypatch.setattr(_tensorguards, "_TG", False)
     x, w, b = layer(16, 256, 192, torch.float32, True, 6)

@@ -185,7 +185,6 @@ class Guard(contextlib.ContextDecorator):
             raise UsageError(f"on_fail must be one of {ON_FAIL}, got {on_fail!r}")
         if not (0.0 <= float(sample) <= 1.0):
             raise UsageError(f"sample must be in [0, 1], got {sample!r}")
-        self._defer = False
         self.sample = float(sample)
         self.on_fail = on_fail
         self.accumulate = accumulate
@@ -243,26 +242,6 @@ class Guard(contextlib.ContextDecorator):
     @last_result.setter
     def last_result(self, res) -> None:
         self._last = res
-
-    @property
-    def sample(self) -> float:
-        """The fraction of products checked (the others counted as sampled out)."""
-        return self._sample
-
-    @sample.setter
-    def sample(self, value: float) -> None:
-        self._sample = float(value)
-        self._direct = self._sample >= 1.0 and not self._defer
-
-    @property
-    def defer(self) -> bool:
-        """Whether linear checks are recorded and made at :meth:`flush`."""
-        return self._defer
-
-    @defer.setter
-    def defer(self, value: bool) -> None:
-        self._defer = bool(value)
-        self._direct = self._sample >= 1.0 and not self._defer
 
     @property
     def stats(self) -> GuardStats:
@@ -352,7 +331,7 @@ class Guard(contextlib.ContextDecorator):
                 self._skip()
                 continue
             try:
-                self._linear_now(x, w, out, bias, transposed=tr)
+                self._linear_now(x, w, out, bias, tr)
             except ProductCheckError as exc:
                 if first is None:
                     first = exc
@@ -502,76 +481,64 @@ class Guard(contextlib.ContextDecorator):
         self._fail(name, res, f"{name}: product failed verification (shape): output of "
                               f"shape {got}, the product's is {want}")
 
-    def _linear_check(now: bool):  # (in the class body: makes two methods, below)
-        """check_linear (``now`` False) and _linear_now (True) from one body, so that the
-        common case -- no sampling, no deferral -- runs the remembered check in
-        check_linear's own frame: a Python call fewer right after a product (the
-        benchmark's 1 x 4096 x 4096 float32 check 0.98 -> 0.93 of its floor, medians of six
-        runs)."""
-        def linear_check(self, x, weight, out, bias=None, *, transposed: bool = True) -> None:
-            if not (now or self._direct):  # sampling, then deferral
-                if self.sample < 1.0 and self._sampled_out():
-                    return
-                if self.defer and type(out) is (_TORCH or _torch()).Tensor:
-                    size = x.nbytes + out.nbytes
-                    if size <= DEFER_PRODUCT_BYTES \
-                            and self._pending_bytes + size <= self.defer_bytes:
-                        ver = _versions(x, weight, out, bias)
-                        if ver is not None:  # (inference tensors: no counter to see by)
-                            self._pending.append((x, weight, out, bias, ver, transposed))
-                            self._pending_bytes += size
-                            return
-            if self.cache_weights:
-                t0 = _clock()
-                last = None
-                fast = self._fast if transposed else self._fast_mm
-                if fast:  # the remembered lean check, in one compiled call (see _remember)
-                    seed = (self._seed_at + _STEP) & _SEED_MASK
-                    last = _LEAN_C(fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
-                    if last is not None and last is not False:
-                        self._seed_at = seed
-                        self._last = last
-                if last is None and self._lean_linear(x, weight, out, bias, transposed):
-                    last = True
-                if last is not None and last is not False:  # a lean check made, and passed
-                    t = self._tally  # (counted in stats when they are read: _fold)
-                    i = 0 if transposed else 2
-                    t[i] += 1
-                    t[i + 1] += _clock() - t0
-                    hits = t[4] + 1
-                    t[4] = hits
-                    if hits == self._lean_room:  # (as _cache_hit)
-                        self._new_signs()
-                    return
-            self._check_product("linear" if transposed else "addmm", x,
-                                weight.T if transposed else weight, out, bias=bias,
-                                weight=weight, transposed=transposed)
-        return linear_check
-
-    check_linear = _linear_check(False)
-    check_linear.__name__ = check_linear.__qualname__ = "check_linear"
-    check_linear.__doc__ = """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as
-        the guard does for each one it intercepts (counted in :attr:`stats`, a failure
-        handled by ``on_fail``; sampled and deferred as the guard was made).  On a CPU, for
-        float32, bfloat16 and float16 tensors with a cached weight projection, the common
-        case runs in one compiled call from host views of x and out (see
-        :meth:`_lean_linear`); anything else goes through :func:`verify`.
+    def check_linear(self, x, weight, out, bias=None, *, transposed: bool = True) -> None:
+        """Check one ``F.linear`` product ``out = x @ weight.T (+ bias)`` as the guard
+        does for each one it intercepts (counted in :attr:`stats`, a failure handled by
+        ``on_fail``).  On a CPU, for float32, bfloat16 and float16 tensors with a cached
+        weight projection, the common case runs in one compiled call from host views of x and
+        out (see :meth:`_lean_linear`); anything else goes through :func:`verify`.
         ``transposed=False``: ``out = x @ weight (+ bias)`` with a K x N weight, as
-        ``torch.addmm(bias, x, weight)`` computes it (GPT-2's ``Conv1D``), the same checks
-        (counted as "addmm")."""
-    _linear_now = _linear_check(True)
-    _linear_now.__name__ = _linear_now.__qualname__ = "_linear_now"
-    _linear_now.__doc__ = """:meth:`check_linear` after sampling and deferral: the lean
-        paths (the remembered one, else the one that reads each property), else
-        :func:`verify` -- at once where the remembered check was made and a row is beyond
-        its screen (the other lean check would make the same products again).  (The
-        remembered check is written out rather than called, and a passing lean check is
-        tallied in one list (``_tally``), counted in :attr:`stats` when they are read
-        (:meth:`_fold`): calling :meth:`_count` and :meth:`_cache_hit` cost 1-2.6 us of a
-        36-74 us check at M = 1 right after a product, and the counters written out there
-        another 4-5 us of the remembered check's 35-45 against the tally's 30-40, medians
-        of 400.)"""
-    del _linear_check
+        ``torch.addmm(bias, x, weight)`` computes it (GPT-2's ``Conv1D``), the same
+        checks (counted as "addmm")."""
+        if self.sample >= 1.0 and not self.defer:  # (the common case, in fewest steps)
+            return self._linear_now(x, weight, out, bias, transposed)
+        if self.sample < 1.0 and self._sampled_out():
+            return
+        if self.defer and type(out) is (_TORCH or _torch()).Tensor:
+            size = x.nbytes + out.nbytes
+            if size <= DEFER_PRODUCT_BYTES and self._pending_bytes + size <= self.defer_bytes:
+                ver = _versions(x, weight, out, bias)
+                if ver is not None:  # (inference tensors: no counter to see a change by)
+                    self._pending.append((x, weight, out, bias, ver, transposed))
+                    self._pending_bytes += size
+                    return
+        self._linear_now(x, weight, out, bias, transposed)
+
+    def _linear_now(self, x, weight, out, bias, transposed: bool = True) -> None:
+        """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
+        the one that reads each property), else :func:`verify` -- at once where the
+        remembered check was made and a row is beyond its screen (the other lean check would
+        make the same products again).  (The remembered check is written out here rather
+        than called, and a passing lean check is tallied in one list (``_tally``), counted in
+        :attr:`stats` when they are read (:meth:`_fold`): calling :meth:`_count` and
+        :meth:`_cache_hit` cost 1-2.6 us of a 36-74 us check at M = 1 right after a product,
+        and the counters written out there another 4-5 us of the remembered check's 35-45
+        against the tally's 30-40, medians of 400.)"""
+        if self.cache_weights:
+            t0 = _clock()
+            last = None
+            fast = self._fast if transposed else self._fast_mm
+            if fast:  # the remembered lean check, in one compiled call (see _remember)
+                seed = (self._seed_at + _STEP) & _SEED_MASK
+                last = _LEAN_C(fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
+                if last is not None and last is not False:
+                    self._seed_at = seed
+                    self._last = last
+            if last is None and self._lean_linear(x, weight, out, bias, transposed):
+                last = True
+            if last is not None and last is not False:  # a lean check made, and passed
+                t = self._tally  # (counted in stats when they are read: _fold)
+                i = 0 if transposed else 2
+                t[i] += 1
+                t[i + 1] += _clock() - t0
+                hits = t[4] + 1
+                t[4] = hits
+                if hits == self._lean_room:  # (as _cache_hit)
+                    self._new_signs()
+                return
+        self._check_product("linear" if transposed else "addmm", x,
+                            weight.T if transposed else weight, out, bias=bias,
+                            weight=weight, transposed=transposed)
 
     def _lean_linear(self, x, w, out, bias, transposed: bool = True) -> bool:
         """The common linear check without its general machinery: contiguous CPU float32
