@@ -1812,21 +1812,11 @@ static PyObject *linear_run(uintptr_t xp, uintptr_t op, Py_ssize_t M, Py_ssize_t
     struct plan *p = find_plan(M, K, N, item, half, item, 1, &cap);
     if (p == NULL) return Py_BuildValue("(nnnnnnn)", M, K, N, item, half, item, (Py_ssize_t)1);
     if (p->busy) Py_RETURN_NONE; /* another thread's check holds its buffers: verify decides */
-    Py_buffer rv, yv; /* (r and y as buffers of their length) */
-    Py_ssize_t rsh[1] = {N}, ysh[1] = {K};
-    memset(&rv, 0, sizeof rv);
-    memset(&yv, 0, sizeof yv);
-    rv.buf = (void *)rp;
-    rv.len = N * 4;
-    yv.buf = (void *)yp;
-    yv.len = K * 4;
-    rv.itemsize = yv.itemsize = 4;
-    rv.ndim = yv.ndim = 1;
-    rv.shape = rsh;
-    yv.shape = ysh;
     PyObject *out = NULL;
-    Py_buffer A, C;
-    Py_ssize_t ash[2], csh[2];
+    Py_buffer A, C, rv, yv; /* (r and y as one-row matrices: stage 1 reads their data) */
+    Py_ssize_t ash[2], csh[2], rsh[2], ysh[2];
+    raw_matrix(&rv, rsh, (uintptr_t)rp, 1, N, 4);
+    raw_matrix(&yv, ysh, (uintptr_t)yp, 1, K, 4);
     raw_matrix(&A, ash, xp, M, K, item);
     raw_matrix(&C, csh, op, M, N, item);
     Py_ssize_t i0 = p->rows ? 0 : (Py_ssize_t)(seed % (uint64_t)(M - p->k + 1));
