@@ -172,21 +172,13 @@ def _round(p, k: int, seed: int, cdtype, pre):
     return z, w
 
 
-#: the most rows stage1_matvec makes with the few-row kernel: those the compiled stage 1
-#: makes with it (every row's norms wanted, SMALL_ROWS; at most the kernel's FEW_ROWS),
-#: None where it does not run here (no helper, or a CPU without AVX-512)
-_FEW_ROWS = min(SMALL_ROWS, _fastc.FEW_ROWS) \
-    if _fastc is not None and getattr(_fastc, "FEW_ROWS_KERNEL", 0) else None
-
-
 def stage1_matvec(ops, X, v, cdtype, host: bool = True):
-    """X v as the compiled stage 1 makes it: for a float32 host matrix by the row kernel it
-    uses there (``_fastc.rows_dot``) where it does -- at most SMALL_ROWS rows (each row's
-    product and sum of squares in one pass), or a C-contiguous matrix where
-    ``_fastc.own_gemv`` holds (see _fastc.c: the kernel measured faster than the back ends'
-    BLAS gemv) -- so that this path and the compiled one decide alike to the bit;
-    otherwise the back end's matvec.  ``host``: a host array, else in the back end's type
-    (a tensor for torch)."""
+    """X v as the compiled stage 1 makes it: for a C-contiguous float32 host matrix by the
+    row kernel it uses there (``_fastc.rows_dot``) wherever ``_fastc.own_gemv`` holds
+    (every such matrix where the CPU has AVX-512; see _fastc.c: the kernel measured faster
+    than the back ends' BLAS gemv), so that this path and the compiled one decide alike to
+    the bit; otherwise the back end's matvec.  ``host``: a host array, else in the back
+    end's type (a tensor for torch)."""
     out = _own_rows_dot(ops, X, v, cdtype)
     if out is not None:
         return out if host or ops is NUMPY_OPS else ops.torch.from_numpy(out)
@@ -197,13 +189,9 @@ def stage1_matvec(ops, X, v, cdtype, host: bool = True):
 def _own_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
     """:func:`stage1_matvec` by the row kernel, or None where the compiled stage 1 does not
     make it with it."""
-    if _FEW_ROWS is None or _fastc is None or len(X.shape) != 2 or X.shape[0] == 0:
+    if _fastc is None or len(X.shape) != 2 or not _fastc.own_gemv(*X.shape):
         return None
     numpy = ops is NUMPY_OPS
-    M, K = X.shape
-    pool = _cblas.pool_for(numpy)
-    if M > _FEW_ROWS and not _fastc.own_gemv(M, K):
-        return None
     try:
         xh, vh = (X, v) if numpy else (ops.host_view(X), ops.host_view(v))
     except RuntimeError:  # (a tensor numpy cannot view: a negation or conjugation bit)
@@ -213,7 +201,7 @@ def _own_rows_dot(ops, X, v, cdtype) -> Optional[np.ndarray]:
             or not (xh.flags.c_contiguous and vh.flags.c_contiguous):
         return None
     out = np.empty(xh.shape[0], dtype=np.float32)
-    return out if _fastc.rows_dot(xh, vh, out, pool) else None
+    return out if _fastc.rows_dot(xh, vh, out, _cblas.pool_for(numpy)) else None
 
 
 def residual(z, w) -> np.ndarray:
