@@ -961,9 +961,9 @@ def _einsum_operands(equation, a, b, out):
     and the output's), N (the second's and the output's) and K (both operands', summed),
     each operand permuted to (batch..., M, K) / (batch..., K, N) and reshaped (M, N and K
     of several indices merged: a copy where the layout needs one), the output to
-    (batch..., M, N); batch indices of size 1 on one side broadcast.  None where the equation is not such a product (an index summed within one
-    operand, a repeated index: a trace or a diagonal; an elementwise product) or does not
-    match the shapes."""
+    (batch..., M, N); batch indices of size 1 on one side broadcast.  None where the
+    equation is not such a product (an index summed within one operand, a repeated index:
+    a trace or a diagonal; an elementwise product) or does not match the shapes."""
     eq = equation.replace(" ", "")
     if "->" in eq:
         ins, res = eq.split("->")
@@ -996,10 +996,10 @@ def _einsum_operands(equation, a, b, out):
     size = {}
     for t, idx in ((a, ia), (b, ib)):
         for ch, n in zip(idx, t.shape):
-            if size.get(ch, 1) != n and n != 1:
-                if ch in size and size[ch] != 1:
-                    return None
-            size[ch] = max(size.get(ch, 1), n)
+            had = size.get(ch, 1)
+            if n != had and n != 1 and had != 1:  # (sizes that do not broadcast)
+                return None
+            size[ch] = max(had, n)
     if any(out.shape[i] != size[ch] for i, ch in enumerate(res)):
         return None
     batch = [ch for ch in res if ch in ia and ch in ib]
@@ -1033,9 +1033,9 @@ def _flat(a, b, c):
 def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     """Verify ``torch.matmul``, ``@``, ``linalg.matmul``, ``mm``, ``bmm``, ``mv``,
     ``nn.functional.linear``, ``addmm``, ``baddbmm`` and ``einsum`` calls made inside the
-    block (or the decorated function): ``addmm`` / ``baddbmm`` where beta is 0 or input a bias row shared by every
-    row and alpha a power of two, ``einsum`` where its two operands' equation is a
-    (batched) matrix product; the other forms counted as skipped.
+    block (or the decorated function): ``addmm`` / ``baddbmm`` where beta is 0 or input a
+    bias row shared by every row and alpha a power of two, ``einsum`` where its two
+    operands' equation is a (batched) matrix product; the other forms counted as skipped.
 
     ``sample``: fraction of calls checked (randomly chosen).  ``on_fail``:
     ``"raise"`` a :class:`ProductCheckError`, ``"warn"`` (a
@@ -1047,8 +1047,9 @@ def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     right after each product; a product changed in place before the check is skipped;
     at most ``defer_bytes`` of inputs and outputs are held, beyond that a product is
     checked at once, as is a product whose input and output take more than
-    ``DEFER_PRODUCT_BYTES``, 2 MiB, read faster from the caches right after it), ``refresh`` (checks from cached weight projections between two
-    draws of the signs, default 4096; None: one draw for the guard's life).
+    ``DEFER_PRODUCT_BYTES``, 2 MiB, read faster from the caches right after it),
+    ``refresh`` (checks from cached weight projections between two draws of the signs,
+    default 4096; None: one draw for the guard's life).
     ``guard.stats`` counts calls, checked, failed, skipped and the seconds spent checking.
     """
     return Guard(sample, on_fail, **kwargs)
