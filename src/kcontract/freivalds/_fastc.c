@@ -1148,11 +1148,11 @@ static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
 /* A check's float32 products X v (M x K, row-major, leading dimension K) are the row kernel's
  * above (eight rows sharing each load of v where no sums of squares are wanted) on the back
  * end's threads rather than the BLAS gemv's the back end itself calls: measured faster
- * (2-core AMD Zen 4, the three products of a square check right after its product,
- * medians of 300) than torch's MKL sgemv_ at every size -- 0.41-0.62 of torch.mv's time
- * from n = 256 to 2048 (MKL's generic kernels on this CPU) -- and than numpy's OpenBLAS
- * sgemv: 0.55-0.61 up to n = 640, 0.79-0.95 from 768 to 4096 (with pairs of rows it had
- * been 1.04-1.08 there).  Each row's sum is the same whichever thread makes it, with or
+ * (benchmarks/bench_rows_dot.py, 2-core AMD Zen 4: the three products of a square check
+ * right after its product) than torch's MKL sgemv_ at every size -- 0.31-0.57 of
+ * torch.mv's time from n = 256 to 4096 (MKL's generic kernels on this CPU) -- and than
+ * numpy's OpenBLAS sgemv, 0.63-0.91 (in a one-off with pairs of rows it had been 1.04-1.08
+ * from n = 768 up).  Each row's sum is the same whichever thread makes it, with or
  * without threads, and the general path asks the same rule (_fastc.own_gemv, in
  * _screen.stage1_matvec) and makes the same products: every path decides alike.  (The
  * BLAS where the kernel does not run here: no AVX-512.) */
