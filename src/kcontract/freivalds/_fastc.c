@@ -961,25 +961,38 @@ static void range_run(const struct range_job *j, Py_ssize_t t, Py_ssize_t nt) {
     if (i0 < i1) j->fn(j->ctx, i0, i1);
 }
 
+/* several jobs in one parallel region: each thread its run of each job's rows, in order
+ * (a check's A y and C r: one fork and join, and both products over every thread) */
+struct range_set {
+    const struct range_job *jobs;
+    int n;
+};
+
+static void range_set_run(const struct range_set *s, Py_ssize_t t, Py_ssize_t nt) {
+    for (int i = 0; i < s->n; i++) range_run(&s->jobs[i], t, nt);
+}
+
 static void range_omp(void *p) {
-    range_run(p, pool_thread_num(), pool_num_threads());
+    range_set_run(p, pool_thread_num(), pool_num_threads());
 }
 
 struct range_part {
-    const struct range_job *job;
+    const struct range_set *set;
     Py_ssize_t t, nt;
     pthread_t caller;
 };
 
 static void range_blas(void *p) {
     const struct range_part *s = p;
-    range_run(s->job, s->t, s->nt);
+    range_set_run(s->set, s->t, s->nt);
     if (!pthread_equal(s->caller, pthread_self()))
         __atomic_add_fetch(&blas_shares, 1, __ATOMIC_RELAXED);
 }
 
-static void on_pool(int pool, range_fn fn, const void *ctx, Py_ssize_t n, Py_ssize_t block) {
-    struct range_job job = {fn, ctx, n, block};
+/* the jobs on `pool`'s threads (0, or none registered: one after another on the calling
+ * thread) */
+static void on_pool_jobs(int pool, const struct range_job *jobs, int n) {
+    struct range_set set = {jobs, n};
     if (pool == 2 && blas_pthread != NULL) {
         int nt = blas_threads();
         if (nt > BLAS_POOL_MAX) nt = BLAS_POOL_MAX;
@@ -987,15 +1000,20 @@ static void on_pool(int pool, range_fn fn, const void *ctx, Py_ssize_t n, Py_ssi
             struct range_part parts[BLAS_POOL_MAX];
             pthread_t self = pthread_self();
             for (int t = 0; t < nt; t++)
-                parts[t] = (struct range_part){&job, t, nt, self};
+                parts[t] = (struct range_part){&set, t, nt, self};
             blas_pthread(nt, (void *)range_blas, parts, (int)sizeof(struct range_part));
             return;
         }
     } else if (pool == 1 && pool_parallel != NULL) {
-        pool_parallel(range_omp, &job, 0, 0);
+        pool_parallel(range_omp, &set, 0, 0);
         return;
     }
-    fn(ctx, 0, n);
+    for (int i = 0; i < n; i++) jobs[i].fn(jobs[i].ctx, 0, jobs[i].n);
+}
+
+static void on_pool(int pool, range_fn fn, const void *ctx, Py_ssize_t n, Py_ssize_t block) {
+    struct range_job job = {fn, ctx, n, block};
+    on_pool_jobs(pool, &job, 1);
 }
 
 static void half_range(const void *job, Py_ssize_t i0, Py_ssize_t i1) {
@@ -1007,26 +1025,48 @@ static void half_range(const void *job, Py_ssize_t i0, Py_ssize_t i1) {
  * threads with `pool` (where one is registered and the product is large enough), else
  * on the calling thread; ss (or NULL): each row's sum of squares too (see half_rows); -1
  * where the scratch for v's halves cannot be had */
-static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
-                     const float *v, float *out, int isa, int f16, int pool, double *ss) {
-    struct half_job job = {X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16, ss};
-    float stack[2 * 1024], *ve = stack;
+#define HALF_STACK 1024
+/* a half_gemv's job (its arguments), with v's even and odd halves for bfloat16 in stack
+ * (2 HALF_STACK floats) or, for longer rows, in memory of its own (half_job_done frees it);
+ * -1 where that cannot be had */
+static int half_job_init(struct half_job *job, const uint16_t *X, Py_ssize_t ld, Py_ssize_t M,
+                         Py_ssize_t K, const float *v, float *out, int isa, int f16,
+                         double *ss, float *stack) {
+    *job = (struct half_job){X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16, ss};
     if (!f16) {
         Py_ssize_t h = K / 2;
-        if (h > 1024 && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
+        float *ve = stack;
+        if (h > HALF_STACK && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
         float *vo = ve + h;
         for (Py_ssize_t j = 0; j < h; j++) {
             ve[j] = v[2 * j];
             vo[j] = v[2 * j + 1];
         }
-        job.ve = ve;
-        job.vo = vo;
+        job->ve = ve;
+        job->vo = vo;
     }
-    if (pool && M >= 8 && M * K >= POOL_MIN_ELEMS)  /* rows in blocks of four */
+    return 0;
+}
+
+static void half_job_done(struct half_job *job, float *stack) {
+    if (job->ve != NULL && job->ve != stack) free((void *)job->ve);
+}
+
+/* whether a 16-bit product of M x K goes to the pool's threads (rows in blocks of four) */
+static int half_pooled(int pool, Py_ssize_t M, Py_ssize_t K) {
+    return pool && M >= 8 && M * K >= POOL_MIN_ELEMS;
+}
+
+static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
+                     const float *v, float *out, int isa, int f16, int pool, double *ss) {
+    struct half_job job;
+    float stack[2 * HALF_STACK];
+    if (half_job_init(&job, X, ld, M, K, v, out, isa, f16, ss, stack) < 0) return -1;
+    if (half_pooled(pool, M, K))
         on_pool(pool, half_range, &job, M, 4);
     else
         half_rows(&job, 0, M);
-    if (ve != stack) free(ve);
+    half_job_done(&job, stack);
     return 0;
 }
 
@@ -1136,10 +1176,14 @@ static int f32_rows_ss_ok(void) { return bf16_isa() == 2; }
 /* out = X v and (ss not NULL) ss[i] = the squares of row i summed (M x K float32, leading
  * dimension ld), on the pool's threads where the matrix is large enough; f32_rows_ss_ok()
  * must hold */
+static int f32_pooled(int pool, Py_ssize_t M, Py_ssize_t K) {
+    return pool && M >= 8 && M * K >= F32_POOL_MIN_ELEMS;
+}
+
 static void f32_rows_ss(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                         const float *v, float *out, double *ss, int pool) {
     struct f32ss_job job = {X, ld, K, v, out, ss};
-    if (pool && M >= 8 && M * K >= F32_POOL_MIN_ELEMS)
+    if (f32_pooled(pool, M, K))
         on_pool(pool, f32ss_range, &job, M, 2);
     else
         f32ss_range(&job, 0, M);
@@ -1392,24 +1436,55 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
     int fused = !dbl && rows > 0 && M <= FUSED_MAX_ROWS && f32_rows_ss_ok();
     double ssq[2 * FUSED_MAX_ROWS];
     double *ssa = fused ? ssq : NULL, *ssc = fused ? ssq + FUSED_MAX_ROWS : NULL;
+    /* A y and C r, where the helper's kernels make both, in one parallel region: one fork
+     * and join instead of two, both products over every thread where the two together are
+     * large enough for the pool (each row's sums are the same whichever thread makes them).
+     * Measured right after the product (benchmarks/bench_freivalds_overhead.py's skinny
+     * rows, 2-core Zen 4): bfloat16 16 x 4096 x 14336 0.98-1.10 -> 0.90-0.97 of the floor,
+     * 16 x 4096 x 4096 0.94-1.05 -> 0.84-0.87 (the pair was on the calling thread: neither
+     * product alone reached the pool's size). */
+    int own = f32_rows_ss_ok();
     Py_BEGIN_ALLOW_THREADS
     if (narrow) {
         if (!y_given) {
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
             rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool, NULL);
         }
-        rc |= half_gemv(A->buf, K, M, K, Y->buf, Z->buf, -1, f16, pool, ssa);
-        if (c16) rc |= half_gemv(C->buf, N, M, N, R->buf, W->buf, -1, f16, pool, ssc);
-        else if (fused) f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
-        else check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
+        struct half_job ja, jc;
+        struct f32ss_job jf = {C->buf, N, N, R->buf, W->buf, ssc};
+        float sa[2 * HALF_STACK], sc[2 * HALF_STACK];
+        if (half_job_init(&ja, A->buf, K, M, K, Y->buf, Z->buf, -1, f16, ssa, sa) < 0) {
+            rc = -1;
+        } else if (c16 && half_job_init(&jc, C->buf, N, M, N, R->buf, W->buf, -1, f16, ssc,
+                                        sc) < 0) {
+            rc = -1;
+            half_job_done(&ja, sa);
+        } else {
+            struct range_job jobs[2] = {{half_range, &ja, M, 4},
+                                        {c16 ? half_range : f32ss_range,
+                                         c16 ? (const void *)&jc : (const void *)&jf, M,
+                                         c16 ? 4 : 2}};
+            if (c16 || own) {
+                int big = c16 ? half_pooled(pool, M, K + N)
+                              : half_pooled(pool, M, K) || f32_pooled(pool, M, N);
+                on_pool_jobs(big ? pool : 0, jobs, 2);
+            } else {  /* a float32 C without the row kernel: the BLAS gemv */
+                on_pool_jobs(half_pooled(pool, M, K) ? pool : 0, jobs, 1);
+                check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
+            }
+            half_job_done(&ja, sa);
+            if (c16) half_job_done(&jc, sc);
+        }
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
             check_gemv(fn, ilp64, dbl, K, N, B->buf, R->buf, Y->buf, pool);
         }
-        if (fused) {
-            f32_rows_ss(A->buf, K, M, K, Y->buf, Z->buf, ssa, pool);
-            f32_rows_ss(C->buf, N, M, N, R->buf, W->buf, ssc, pool);
+        if (!dbl && own) {  /* (fused: with each row's sums of squares) */
+            struct f32ss_job ja = {A->buf, K, K, Y->buf, Z->buf, ssa},
+                             jc = {C->buf, N, N, R->buf, W->buf, ssc};
+            struct range_job jobs[2] = {{f32ss_range, &ja, M, 2}, {f32ss_range, &jc, M, 2}};
+            on_pool_jobs(f32_pooled(pool, M, K + N) ? pool : 0, jobs, 2);
         } else {
             check_gemv(fn, ilp64, dbl, M, K, A->buf, Y->buf, Z->buf, pool);
             check_gemv(fn, ilp64, dbl, M, N, C->buf, R->buf, W->buf, pool);
