@@ -52,6 +52,14 @@ DEFER_BYTES = 64 << 20
 #: 14336, 1.2 MiB, deferred 0.79-0.93, at once 0.76-1.05; at M = 1 deferral 0.6-0.7
 #: against 1.0-1.3).
 DEFER_PRODUCT_BYTES = 2 << 20
+#: ... and a product whose output takes more than this many bytes: it was just written,
+#: so right after the product it is read from the core's caches, at the flush from memory
+#: -- for such an output that costs more than the check's entry from Python that deferral
+#: saves (measured on the same machine, decode steps of 6 bfloat16 products of
+#: 16 x 4096 x 14336, a 448 KiB output, four runs: deferred 1.48-1.81 of the floor, checked
+#: at once 1.00-1.07; float32, a 896 KiB output, 0.75-0.91 against 0.82-0.93; outputs of
+#: 128 and 256 KiB, 16 x 14336 x 4096, alike either way)
+DEFER_OUT_BYTES = 256 << 10
 _TORCH = None  # torch, once a guard needs it (see _torch)
 _clock = time.perf_counter
 #: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name,
@@ -495,8 +503,10 @@ class Guard(contextlib.ContextDecorator):
         if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
-            size = x.nbytes + out.nbytes
-            if size <= DEFER_PRODUCT_BYTES and self._pending_bytes + size <= self.defer_bytes:
+            ob = out.nbytes
+            size = x.nbytes + ob
+            if size <= DEFER_PRODUCT_BYTES and ob <= DEFER_OUT_BYTES \
+                    and self._pending_bytes + size <= self.defer_bytes:
                 ver = _versions(x, weight, out, bias)
                 if ver is not None:  # (inference tensors: no counter to see a change by)
                     self._pending.append((x, weight, out, bias, ver, transposed))
@@ -1047,7 +1057,8 @@ def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     right after each product; a product changed in place before the check is skipped;
     at most ``defer_bytes`` of inputs and outputs are held, beyond that a product is
     checked at once, as is a product whose input and output take more than
-    ``DEFER_PRODUCT_BYTES``, 2 MiB, read faster from the caches right after it),
+    ``DEFER_PRODUCT_BYTES``, 2 MiB, or whose output takes more than ``DEFER_OUT_BYTES``,
+    256 KiB: read faster from the caches right after it),
     ``refresh`` (checks from cached weight projections between two draws of the signs,
     default 4096; None: one draw for the guard's life).
     ``guard.stats`` counts calls, checked, failed, skipped and the seconds spent checking.
