@@ -1437,12 +1437,14 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
     double ssq[2 * FUSED_MAX_ROWS];
     double *ssa = fused ? ssq : NULL, *ssc = fused ? ssq + FUSED_MAX_ROWS : NULL;
     /* A y and C r, where the helper's kernels make both, in one parallel region: one fork
-     * and join instead of two, both products over every thread where the two together are
-     * large enough for the pool (each row's sums are the same whichever thread makes them).
-     * Measured right after the product (benchmarks/bench_freivalds_overhead.py's skinny
-     * rows, 2-core Zen 4): bfloat16 16 x 4096 x 14336 0.98-1.10 -> 0.90-0.97 of the floor,
-     * 16 x 4096 x 4096 0.94-1.05 -> 0.84-0.87 (the pair was on the calling thread: neither
-     * product alone reached the pool's size). */
+     * and join instead of two, both products over every thread where they go to the pool
+     * (A and C of one format: where M x (K + N) reaches that format's pool size; a 16-bit A
+     * with a float32 C: where either reaches its own), each row's sums the same whichever
+     * thread makes them.  Measured right after the product (Guard.check_linear against
+     * its floor, 2-core Zen 4, one-off, medians of 150, three A/B runs): bfloat16
+     * 16 x 4096 x 14336 0.98-1.10 -> 0.90-0.97 of the floor, 16 x 4096 x 4096 0.94-1.05 ->
+     * 0.84-0.87 (the pair was on the calling thread: neither product alone reached the
+     * pool's size). */
     int own = f32_rows_ss_ok();
     Py_BEGIN_ALLOW_THREADS
     if (narrow) {
@@ -1450,31 +1452,26 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, 0);
             rc |= half_gemv(B->buf, N, K, N, R->buf, Y->buf, -1, f16, pool, NULL);
         }
-        struct half_job ja, jc;
+        struct half_job ja, jc = {0};
         struct f32ss_job jf = {C->buf, N, N, R->buf, W->buf, ssc};
         float sa[2 * HALF_STACK], sc[2 * HALF_STACK];
-        if (half_job_init(&ja, A->buf, K, M, K, Y->buf, Z->buf, -1, f16, ssa, sa) < 0) {
+        if (half_job_init(&ja, A->buf, K, M, K, Y->buf, Z->buf, -1, f16, ssa, sa) < 0
+            || (c16 && half_job_init(&jc, C->buf, N, M, N, R->buf, W->buf, -1, f16, ssc,
+                                     sc) < 0)) {
             rc = -1;
-        } else if (c16 && half_job_init(&jc, C->buf, N, M, N, R->buf, W->buf, -1, f16, ssc,
-                                        sc) < 0) {
-            rc = -1;
-            half_job_done(&ja, sa);
-        } else {
+        } else if (c16 || own) {
             struct range_job jobs[2] = {{half_range, &ja, M, 4},
-                                        {c16 ? half_range : f32ss_range,
-                                         c16 ? (const void *)&jc : (const void *)&jf, M,
-                                         c16 ? 4 : 2}};
-            if (c16 || own) {
-                int big = c16 ? half_pooled(pool, M, K + N)
-                              : half_pooled(pool, M, K) || f32_pooled(pool, M, N);
-                on_pool_jobs(big ? pool : 0, jobs, 2);
-            } else {  /* a float32 C without the row kernel: the BLAS gemv */
-                on_pool_jobs(half_pooled(pool, M, K) ? pool : 0, jobs, 1);
-                check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
-            }
-            half_job_done(&ja, sa);
-            if (c16) half_job_done(&jc, sc);
+                                        c16 ? (struct range_job){half_range, &jc, M, 4}
+                                            : (struct range_job){f32ss_range, &jf, M, 2}};
+            int big = c16 ? half_pooled(pool, M, K + N)
+                          : half_pooled(pool, M, K) || f32_pooled(pool, M, N);
+            on_pool_jobs(big ? pool : 0, jobs, 2);
+        } else {  /* a float32 C without the row kernel: the BLAS gemv */
+            on_pool(half_pooled(pool, M, K) ? pool : 0, half_range, &ja, M, 4);
+            check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
         }
+        half_job_done(&ja, sa);
+        half_job_done(&jc, sc);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
