@@ -57,8 +57,9 @@ DEFER_PRODUCT_BYTES = 2 << 20
 #: -- for such an output that costs more than the check's entry from Python that deferral
 #: saves (measured on the same machine, decode steps of 6 bfloat16 products of
 #: 16 x 4096 x 14336, a 448 KiB output, four runs: deferred 1.48-1.81 of the floor, checked
-#: at once 1.00-1.07; float32, a 896 KiB output, 0.75-0.91 against 0.82-0.93; outputs of
-#: 128 and 256 KiB, 16 x 14336 x 4096, alike either way)
+#: at once 1.00-1.07; float32, a 896 KiB output, 0.75-0.91 against 0.82-0.93; with every
+#: product of 16 x 14336 x 4096, 128 and 256 KiB outputs, checked at once in two runs:
+#: 0.69-1.23 deferred, 0.74-1.14 at once)
 DEFER_OUT_BYTES = 256 << 10
 _TORCH = None  # torch, once a guard needs it (see _torch)
 _clock = time.perf_counter
@@ -651,11 +652,11 @@ class Guard(contextlib.ContextDecorator):
                 and (bt is None or (ln.bias[0]() is bias and ln.bias[1:] == bt[1:])):
             fast[id(w)] = ln._replace(guards=(shape,) + ln.guards[:GUARDS_PER_WEIGHT - 1])
             return
-        if len(fast) >= CACHE_SIZE:
-            fast.pop(next(iter(fast)))
         if not (r.dtype == np.float32 and y.dtype == np.float32 and r.shape == (N,)
                 and y.shape == (K,) and r.flags.c_contiguous and y.flags.c_contiguous):
             return  # (the compiled check reads them at their addresses)
+        if len(fast) >= CACHE_SIZE:  # (only for an entry that will be made)
+            fast.pop(next(iter(fast)))
         fast[id(w)] = _Lean(ent[0], ver[0], ver[1], *fp, bt, (shape,), K, N, fmt[2],
                                   r, y, ent[2].b_rms, b2, 0.0 if bt is None else hit[2],
                                   fmt[1], r.ctypes.data, y.ctypes.data)
