@@ -177,6 +177,35 @@ def test_bf16_gemv_reads_row_slices_and_unaligned_starts(isa):
         fastc.gemv16(X.view(np.uint16), np.ones(100, np.float32), np.empty(40, np.float32))
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("shape", [(1, 64), (1, 1000), (8, 32), (13, 96), (40, 512), (9, 33),
+                                   (1, 4097), (17, 1024), (5, 47)])
+def test_bf16_gemv_gives_the_same_bits_wherever_the_rows_start(shape, isa):
+    """The kernel reads rows that start within a cache line a line at a time (masked first
+    and last lines, the lanes put back before they are summed): every row's sum is the
+    same to the bit at each 2-byte start within a line, for row lengths that keep every
+    row at one start (multiples of 32) and lengths that do not."""
+    M, K = shape
+    rng = np.random.default_rng(M * 7919 + K)
+    X0 = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(
+        ml_dtypes.bfloat16)
+    v = (rng.standard_normal(K) * 100).astype(np.float32)
+    outs = []
+    for off in range(0, 64, 2):
+        buf = np.zeros(M * K * 2 + 128, np.uint8)
+        at = (-buf.ctypes.data) % 64 + off
+        X = buf[at: at + M * K * 2].view(np.uint16).reshape(M, K)
+        X[:] = X0.view(np.uint16)
+        o = np.full(M, np.nan, np.float32)
+        fastc.gemv16(X, v, o, isa)
+        outs.append(o.view(np.uint32))
+    for off, o in zip(range(0, 64, 2), outs):
+        assert np.array_equal(o, outs[0]), f"rows {off} bytes into a line"
+    ref = X0.astype(np.float64) @ v.astype(np.float64)
+    bound = (K + 1) * 2.0 ** -24 * (np.abs(X0.astype(np.float64)) @ np.abs(v.astype(np.float64)))
+    assert np.all(np.abs(outs[0].view(np.float32) - ref) <= bound)
+
+
 @pytest.mark.parametrize("dt", [ml_dtypes.bfloat16, np.float16])
 def test_16bit_gemv_instruction_sets_agree_to_rounding(dt):
     rng = np.random.default_rng(10)

@@ -715,46 +715,98 @@ static void bf16_rows_avx2(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ss
 }
 
 /* nr rows x[0..NR) (NR 4 or 8; the rows past nr repeat row 0, their sums unused) of
- * bf16_rows_avx512: each row's own accumulators, the same products whatever NR */
+ * bf16_rows_avx512: each row's own accumulators, the same products whatever NR.
+ *
+ * Rows that start s pairs (4 s bytes, 0 < s < 16) into a cache line are read a whole line
+ * at a time: lane l of line t holds pair 16 t - s + l, the first line's lanes below s and
+ * the last line's from s on masked (neither read nor summed).  Each lane then sums the
+ * same pairs in the same order as lane (l - s) mod 16 of the unaligned loop (masked lanes
+ * keep their sums), and one permutation puts the lanes back before the lanes are summed:
+ * the same bits wherever the row lies in memory.  Where a row starts moved this kernel by
+ * up to 35 % (one thread, hot, 512 x 512 bfloat16: 7.7 us at a line's start, 10.4 us 16
+ * or 48 bytes into it, 8.5 us 32 bytes in), most of it loads that straddle two lines. */
 __attribute__((target("avx512f"), always_inline))
 static inline void bf16_block_avx512(const uint16_t *const *x, int NR, int nr, Py_ssize_t K,
-                                     Py_ssize_t hv, const float *ve, const float *vo,
+                                     Py_ssize_t hv, int s, const float *ve, const float *vo,
                                      const float *v, float *out) {
     const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
     __m512 a[8], b[8];
     for (int r = 0; r < NR; r++) a[r] = b[r] = _mm512_setzero_ps();
-    for (Py_ssize_t j = 0; j < hv; j += 16) {
-        __m512 e = _mm512_loadu_ps(ve + j), o = _mm512_loadu_ps(vo + j);
-        for (int r = 0; r < NR; r++) {
-            __m512i w = _mm512_loadu_si512((const void *)(x[r] + 2 * j));
-            a[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), e, a[r]);
-            b[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)), o, b[r]);
+    float sums[8];
+    if (s == 0) {
+        for (Py_ssize_t j = 0; j < hv; j += 16) {
+            __m512 e = _mm512_loadu_ps(ve + j), o = _mm512_loadu_ps(vo + j);
+            for (int r = 0; r < NR; r++) {
+                __m512i w = _mm512_loadu_si512((const void *)(x[r] + 2 * j));
+                a[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), e, a[r]);
+                b[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)), o, b[r]);
+            }
         }
+        for (int r = 0; r < NR; r++) sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
+    } else {
+        const __mmask16 head = (__mmask16)(0xFFFFu << s), tail = (__mmask16)~head;
+        const char *line[8];
+        for (int r = 0; r < NR; r++) line[r] = (const char *)x[r] - 4 * s;
+        Py_ssize_t lines = hv / 16; /* full lines past the first; the last one partial */
+        for (Py_ssize_t t = 0; hv > 0 && t <= lines; t++) {
+            const float *pe = ve + 16 * t - s, *po = vo + 16 * t - s;
+            if (t == 0 || t == lines) {
+                __mmask16 m = t == 0 ? head : tail;
+                __m512 e = _mm512_maskz_loadu_ps(m, pe), o = _mm512_maskz_loadu_ps(m, po);
+                for (int r = 0; r < NR; r++) {
+                    __m512i w = _mm512_maskz_load_epi32(m, line[r] + 64 * t);
+                    a[r] = _mm512_mask3_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)),
+                                                 e, a[r], m);
+                    b[r] = _mm512_mask3_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)),
+                                                 o, b[r], m);
+                }
+            } else {
+                __m512 e = _mm512_loadu_ps(pe), o = _mm512_loadu_ps(po);
+                for (int r = 0; r < NR; r++) {
+                    __m512i w = _mm512_load_si512((const void *)(line[r] + 64 * t));
+                    a[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), e,
+                                           a[r]);
+                    b[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)), o,
+                                           b[r]);
+                }
+            }
+        }
+        /* lane L of the unaligned loop is lane (L + s) mod 16 here: put back, so the sum
+         * of the lanes does not rest on the shape of _mm512_reduce_add_ps's tree (GCC's
+         * halving tree happens to give a rotation's sum the same bits; the test cannot
+         * tell the permutation from none with it) */
+        const __m512i back = _mm512_and_si512(
+            _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                               14, 15), _mm512_set1_epi32(s)),
+            _mm512_set1_epi32(15));
+        for (int r = 0; r < NR; r++)
+            sums[r] = _mm512_reduce_add_ps(
+                _mm512_permutexvar_ps(back, _mm512_add_ps(a[r], b[r])));
     }
-    float s[8];
-    for (int r = 0; r < NR; r++) s[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
-    bf16_tail(x, nr, hv, K, v, s);
-    memcpy(out, s, (size_t)nr * sizeof(float));
+    bf16_tail(x, nr, hv, K, v, sums);
+    memcpy(out, sums, (size_t)nr * sizeof(float));
 }
 
 /* rows in eights (eight rows sharing each load of v; numpy bfloat16 squares' checks in the
  * overhead benchmark, two runs each: 0.96-1.03 / 1.04-1.06 / 0.94-1.00 of the floor at
  * n = 512 / 1024 / 2048 against 1.02-1.17 / 1.11-1.19 / 1.04-1.07 in fours), the rest in
- * fours */
+ * fours; s: the rows' common start within a cache line, in pairs (see bf16_block_avx512;
+ * 0 for rows at a line's start and for rows that do not share one) */
 __attribute__((target("avx512f")))
 static void bf16_rows_avx512(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
-                             const float *ve, const float *vo, const float *v, float *out) {
+                             int s, const float *ve, const float *vo, const float *v,
+                             float *out) {
     Py_ssize_t h = K / 2, hv = h & ~(Py_ssize_t)15, i = 0;
     for (; i + 8 <= M; i += 8) {
         const uint16_t *x[8];
         for (int r = 0; r < 8; r++) x[r] = X + (i + r) * ld;
-        bf16_block_avx512(x, 8, 8, K, hv, ve, vo, v, out + i);
+        bf16_block_avx512(x, 8, 8, K, hv, s, ve, vo, v, out + i);
     }
     for (; i < M; i += 4) {
         int nr = M - i < 4 ? (int)(M - i) : 4;
         const uint16_t *x[4];
         for (int r = 0; r < 4; r++) x[r] = X + (i + (r < nr ? r : 0)) * ld;
-        bf16_block_avx512(x, 4, nr, K, hv, ve, vo, v, out + i);
+        bf16_block_avx512(x, 4, nr, K, hv, s, ve, vo, v, out + i);
     }
 }
 #endif
@@ -887,6 +939,8 @@ struct half_job {
     float *out;
     int isa, f16;
     double *ss; /* (or NULL) each row's sum of squares, as sumsq_n makes it */
+    int s;      /* bfloat16 rows' common start within a cache line, in pairs (or 0) */
+    void *mem;  /* (or NULL) the memory of ve and vo, where the stack had too little */
 };
 
 static void half_rows_dot(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1);
@@ -921,7 +975,7 @@ static void half_rows_dot(const struct half_job *j, Py_ssize_t i0, Py_ssize_t i1
         return;
     }
 #ifdef KC_X86
-    if (j->isa == 2) bf16_rows_avx512(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
+    if (j->isa == 2) bf16_rows_avx512(X, j->ld, M, j->K, j->s, j->ve, j->vo, j->v, out);
     else if (j->isa == 1) bf16_rows_avx2(X, j->ld, M, j->K, j->ve, j->vo, j->v, out);
     else
 #endif
@@ -938,15 +992,15 @@ typedef int (*blas_pthread_t)(int, void *, void *, int);
 typedef int (*blas_threads_t)(void);
 static blas_pthread_t blas_pthread;
 static blas_threads_t blas_threads;
-/* shares of work run on OpenBLAS's threads rather than the caller's */
+/* entries into a region of ours by OpenBLAS's threads rather than the caller's */
 static unsigned long long blas_shares;
 #define BLAS_POOL_MAX 64
 
 /* ---- a range of rows on the host library's threads ---------------------------------
- * fn(ctx, i0, i1) over [0, n) in contiguous runs of whole blocks of `block` rows, one run
- * per thread of the pool the back end's products ran on (1: the framework's OpenMP
- * threads, 2: numpy's OpenBLAS threads; 0, or none registered: the calling thread).  Each
- * row's work is the same whichever thread does it. */
+ * fn(ctx, i0, i1) over [0, n) in chunks of whole blocks of `block` rows, on the threads of
+ * the pool the back end's products ran on (1: the framework's OpenMP threads, 2: numpy's
+ * OpenBLAS threads; 0, or none registered: the calling thread).  Each row's work is the
+ * same whichever thread does it. */
 typedef void (*range_fn)(const void *ctx, Py_ssize_t i0, Py_ssize_t i1);
 struct range_job {
     range_fn fn;
@@ -954,37 +1008,64 @@ struct range_job {
     Py_ssize_t n, block;
 };
 
-static void range_run(const struct range_job *j, Py_ssize_t t, Py_ssize_t nt) {
-    Py_ssize_t blocks = (j->n + j->block - 1) / j->block, per = (blocks + nt - 1) / nt;
-    Py_ssize_t i0 = t * per * j->block, i1 = (t + 1) * per * j->block;
-    if (i1 > j->n) i1 = j->n;
-    if (i0 < i1) j->fn(j->ctx, i0, i1);
-}
-
-/* several jobs in one parallel region: each thread its run of each job's rows, in order
- * (a check's A y and C r: one fork and join, and both products over every thread) */
+/* several jobs in one parallel region (a check's A y and C r: one fork and join, and both
+ * products over every thread).  Each job's rows go in RANGE_CHUNKS chunks (fewer where it
+ * has fewer blocks), each thread taking the next chunk until none is left: a thread that
+ * joins late or runs slow (a shared machine's busy core) does less of the work, where a
+ * fixed share each had made the region wait for the slowest.  Measured on a 2-core VM
+ * whose cores each ran ~30 % slower at times (numpy bfloat16 512^3 checks right after
+ * their products, one process, variants interleaved): with a core slow, the slower
+ * core's thread ended ~10 us after the other in fixed shares, and the checks took 58 and
+ * 63 us (medians, 16 chunks a job) against 78 and 78 in fixed shares; with both cores
+ * fast, 33.9-41.2 us (8 chunks a job), 34.9-42.9 (16) and 34.7-44.5 (fixed shares) in
+ * three runs. */
+#define RANGE_JOBS_MAX 2
+#define RANGE_CHUNKS 8
 struct range_set {
     const struct range_job *jobs;
     int n;
+    Py_ssize_t rows[RANGE_JOBS_MAX];      /* rows of a job's chunk */
+    Py_ssize_t first[RANGE_JOBS_MAX + 1]; /* a job's first chunk; the last entry: all */
+    Py_ssize_t next;                      /* the next chunk to take (atomic) */
 };
 
-static void range_set_run(const struct range_set *s, Py_ssize_t t, Py_ssize_t nt) {
-    for (int i = 0; i < s->n; i++) range_run(&s->jobs[i], t, nt);
+static void range_set_init(struct range_set *s, const struct range_job *jobs, int n) {
+    s->jobs = jobs;
+    s->n = n;
+    s->next = 0;
+    s->first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t blocks = (jobs[i].n + jobs[i].block - 1) / jobs[i].block;
+        Py_ssize_t per = (blocks + RANGE_CHUNKS - 1) / RANGE_CHUNKS;
+        s->rows[i] = (per > 0 ? per : 1) * jobs[i].block;
+        s->first[i + 1] = s->first[i] + (jobs[i].n + s->rows[i] - 1) / s->rows[i];
+    }
+}
+
+static void range_set_run(struct range_set *s) {
+    for (;;) {
+        Py_ssize_t c = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED);
+        if (c >= s->first[s->n]) return;
+        int i = 0;
+        while (c >= s->first[i + 1]) i++;
+        const struct range_job *j = &s->jobs[i];
+        Py_ssize_t i0 = (c - s->first[i]) * s->rows[i], i1 = i0 + s->rows[i];
+        j->fn(j->ctx, i0, i1 < j->n ? i1 : j->n);
+    }
 }
 
 static void range_omp(void *p) {
-    range_set_run(p, pool_thread_num(), pool_num_threads());
+    range_set_run(p);
 }
 
 struct range_part {
-    const struct range_set *set;
-    Py_ssize_t t, nt;
+    struct range_set *set;
     pthread_t caller;
 };
 
 static void range_blas(void *p) {
     const struct range_part *s = p;
-    range_set_run(s->set, s->t, s->nt);
+    range_set_run(s->set);
     if (!pthread_equal(s->caller, pthread_self()))
         __atomic_add_fetch(&blas_shares, 1, __ATOMIC_RELAXED);
 }
@@ -992,15 +1073,15 @@ static void range_blas(void *p) {
 /* the jobs on `pool`'s threads (0, or none registered: one after another on the calling
  * thread) */
 static void on_pool_jobs(int pool, const struct range_job *jobs, int n) {
-    struct range_set set = {jobs, n};
+    struct range_set set;
+    range_set_init(&set, jobs, n);
     if (pool == 2 && blas_pthread != NULL) {
         int nt = blas_threads();
         if (nt > BLAS_POOL_MAX) nt = BLAS_POOL_MAX;
         if (nt >= 2) {
             struct range_part parts[BLAS_POOL_MAX];
             pthread_t self = pthread_self();
-            for (int t = 0; t < nt; t++)
-                parts[t] = (struct range_part){&set, t, nt, self};
+            for (int t = 0; t < nt; t++) parts[t] = (struct range_part){&set, self};
             blas_pthread(nt, (void *)range_blas, parts, (int)sizeof(struct range_part));
             return;
         }
@@ -1027,17 +1108,31 @@ static void half_range(const void *job, Py_ssize_t i0, Py_ssize_t i1) {
  * where the scratch for v's halves cannot be had */
 #define HALF_STACK 1024
 /* a half_gemv's job (its arguments), with v's even and odd halves for bfloat16 in stack
- * (2 HALF_STACK floats) or, for longer rows, in memory of its own (half_job_done frees it);
- * -1 where that cannot be had */
+ * (HALF_STACK_FLOATS floats: halves of up to HALF_STACK entries) or, for longer rows, in
+ * memory of its own (half_job_done frees it); -1 where that cannot be had.  The halves
+ * are laid out for the kernel's line-at-a-time loads: ve - s and vo - s on 64-byte
+ * boundaries, s floats before each in the memory (see bf16_block_avx512). */
+#define HALF_STACK_FLOATS (2 * HALF_STACK + 64)
 static int half_job_init(struct half_job *job, const uint16_t *X, Py_ssize_t ld, Py_ssize_t M,
                          Py_ssize_t K, const float *v, float *out, int isa, int f16,
                          double *ss, float *stack) {
-    *job = (struct half_job){X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16, ss};
+    *job = (struct half_job){X, ld, M, K, NULL, NULL, v, out, half_isa(isa, f16), f16, ss,
+                             0, NULL};
     if (!f16) {
         Py_ssize_t h = K / 2;
-        float *ve = stack;
-        if (h > HALF_STACK && !(ve = malloc((size_t)(2 * h) * sizeof(float)))) return -1;
-        float *vo = ve + h;
+        uintptr_t at = (uintptr_t)X;
+        /* rows at one start within a line, a whole number of pairs into it (ld a multiple
+         * of 32 elements, or one row) */
+        if (job->isa == 2 && h >= 16 && at % 4 == 0 && (M == 1 || ld % 32 == 0))
+            job->s = (int)(at % 64 / 4);
+        Py_ssize_t span = (job->s + h + 15) & ~(Py_ssize_t)15; /* from ve - s to vo - s */
+        float *mem = stack;
+        if (span + job->s + h + 16 > HALF_STACK_FLOATS) {
+            if (!(mem = malloc((size_t)(span + job->s + h + 16) * sizeof(float)))) return -1;
+            job->mem = mem;
+        }
+        float *base = mem + (16 - (uintptr_t)mem / sizeof(float) % 16) % 16;
+        float *ve = base + job->s, *vo = ve + span;
         for (Py_ssize_t j = 0; j < h; j++) {
             ve[j] = v[2 * j];
             vo[j] = v[2 * j + 1];
@@ -1049,7 +1144,8 @@ static int half_job_init(struct half_job *job, const uint16_t *X, Py_ssize_t ld,
 }
 
 static void half_job_done(struct half_job *job, float *stack) {
-    if (job->ve != NULL && job->ve != stack) free((void *)job->ve);
+    (void)stack;
+    free(job->mem);
 }
 
 /* whether a 16-bit product of M x K goes to the pool's threads (rows in blocks of four) */
@@ -1060,7 +1156,7 @@ static int half_pooled(int pool, Py_ssize_t M, Py_ssize_t K) {
 static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
                      const float *v, float *out, int isa, int f16, int pool, double *ss) {
     struct half_job job;
-    float stack[2 * HALF_STACK];
+    float stack[HALF_STACK_FLOATS];
     if (half_job_init(&job, X, ld, M, K, v, out, isa, f16, ss, stack) < 0) return -1;
     if (half_pooled(pool, M, K))
         on_pool(pool, half_range, &job, M, 4);
@@ -1454,7 +1550,7 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
         }
         struct half_job ja, jc = {0};
         struct f32ss_job jf = {C->buf, N, N, R->buf, W->buf, ssc};
-        float sa[2 * HALF_STACK], sc[2 * HALF_STACK];
+        float sa[HALF_STACK_FLOATS], sc[HALF_STACK_FLOATS];
         if (half_job_init(&ja, A->buf, K, M, K, Y->buf, Z->buf, -1, f16, ssa, sa) < 0
             || (c16 && half_job_init(&jc, C->buf, N, M, N, R->buf, W->buf, -1, f16, ssc,
                                      sc) < 0)) {
