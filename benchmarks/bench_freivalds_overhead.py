@@ -41,7 +41,8 @@ Rows:
            DEFER_PRODUCT_BYTES, DEFER_OUT_BYTES); per product
            (records + flush) / L against the mean floor of the same products (the
            flush's first check runs from cold caches, the others much faster: more
-           layers per step amortise it);
+           layers per step amortise it); twice --reps repetitions at least, a
+           step's figure varying more between repetitions than a single check's;
   attn     attention's batched q k^T (batch x heads matrices of T x D times D x T,
            float32) with the strided layouts of a fused q/k/v projection, numpy and
            torch; the floor is the three batched matrix-vector products.
@@ -528,7 +529,12 @@ def main(argv=None) -> int:
                             per = K * N * (4 if dtype == "float32" else 6)
                             L = max(2, min(args.decode_layers, DECODE_BYTES // per))
                             steps, g = decode_step(torch, M, K, N, dtype, args.device, L)
-                            m = measure_step(steps, g, args.reps, sync)
+                            # twice the repetitions: a step's figure (L records and a
+                            # flush) moves more from one repetition to the next than a
+                            # single check's (16 x 14336 x 4096 bfloat16, 15 repetitions
+                            # a measurement: 0.88-1.19 of the floor across nine of them,
+                            # its single check 0.94-0.98)
+                            m = measure_step(steps, g, 2 * args.reps, sync)
                             print(fmt_row("decode", f"{L}*{M}x{K}x{N}", "torch", dtype, m),
                                   flush=True)
                             rows.append({"kind": "decode", "M": M, "K": K, "N": N,
