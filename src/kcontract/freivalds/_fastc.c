@@ -747,7 +747,7 @@ static inline void bf16_block_avx512(const uint16_t *const *x, int NR, int nr, P
         const __mmask16 head = (__mmask16)(0xFFFFu << s), tail = (__mmask16)~head;
         const char *line[8];
         for (int r = 0; r < NR; r++) line[r] = (const char *)x[r] - 4 * s;
-        Py_ssize_t lines = hv / 16; /* full lines past the first; the last one partial */
+        Py_ssize_t lines = hv / 16; /* the last (partial) line; those between are whole */
         for (Py_ssize_t t = 0; hv > 0 && t <= lines; t++) {
             const float *pe = ve + 16 * t - s, *po = vo + 16 * t - s;
             if (t == 0 || t == lines) {
