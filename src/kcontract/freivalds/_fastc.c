@@ -1143,8 +1143,7 @@ static int half_job_init(struct half_job *job, const uint16_t *X, Py_ssize_t ld,
     return 0;
 }
 
-static void half_job_done(struct half_job *job, float *stack) {
-    (void)stack;
+static void half_job_done(struct half_job *job) {
     free(job->mem);
 }
 
@@ -1162,7 +1161,7 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
         on_pool(pool, half_range, &job, M, 4);
     else
         half_rows(&job, 0, M);
-    half_job_done(&job, stack);
+    half_job_done(&job);
     return 0;
 }
 
@@ -1566,8 +1565,8 @@ static int run_stage1(uintptr_t fn, int ilp64, const Py_buffer *A, const Py_buff
             on_pool(half_pooled(pool, M, K) ? pool : 0, half_range, &ja, M, 4);
             check_gemv(fn, ilp64, 0, M, N, C->buf, R->buf, W->buf, pool);
         }
-        half_job_done(&ja, sa);
-        half_job_done(&jc, sc);
+        half_job_done(&ja);
+        half_job_done(&jc);
     } else {
         if (!y_given) {  /* else r and y = B r are the caller's (a cached weight projection) */
             balanced_signs(seed_lo, seed_hi, 0, N, R->buf, dbl ? 1 : 0);
