@@ -817,3 +817,97 @@ def test_addmm_layers_take_the_linear_checks_paths_and_catch_a_wrong_element(
             g.flush()
             assert g.failed == 1 and g.checked == n + 1, (defer, n)
             assert g.last_result.suspect_elements == [(7, 11)]
+
+
+# --- check_linear and _linear_now compiled (_fastc.guard_methods) ------------------------
+
+compiled_methods = pytest.mark.skipif(not hasattr(Guard, "_check_linear_py"),
+                                      reason="without the compiled helper's methods")
+
+
+def last(g):
+    """What a guard knows of its last check, less the seconds it took."""
+    r = g._last
+    return r if isinstance(r, tuple) else (r.passed, r.seed, r.ratio, r.screen_ratio,
+                                           r.shape, r.suspect_elements)
+
+
+@compiled_methods
+@needs_guards
+@pytest.mark.parametrize("transposed", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_compiled_methods_keep_the_python_methods_books(transposed, dtype):
+    """Two guards of one seed checking the same products, one through the compiled
+    check_linear and one through the Python method it stands for: the same seeds drawn,
+    the same last results, the same counts (checks, cache hits, per op), the signs drawn
+    anew at the same check (refresh), and a wrong element caught by both."""
+    x, w, b = layer(16, 512, 384, dtype, True, 21)
+    W = w if transposed else torch.nn.Parameter(w.detach().T.contiguous(),
+                                                requires_grad=False)
+    good = product(x, w, b)
+    guards = [Guard(seed=13, on_fail="log", refresh=5) for _ in range(2)]
+    calls = [guards[0].check_linear, guards[1]._check_linear_py]
+    assert type(calls[0]).__name__ == "builtin_function_or_method"
+    for step in range(12):
+        out = good
+        if step == 9:
+            out = good.clone()
+            out[3, 7] += 0.25 * float(good.abs().max())
+        for call in calls:
+            call(x, W, out, b, transposed=transposed)
+        a, p = guards
+        assert a._seed_at == p._seed_at and last(a) == last(p), step
+        assert (a.stats.checked, a.stats.failed, a.stats.cache_hits) \
+            == (p.stats.checked, p.stats.failed, p.stats.cache_hits), step
+        assert a._refresh_at == p._refresh_at, step
+    op = "linear" if transposed else "addmm"
+    for g in guards:
+        assert g.checked == 12 and g.failed == 1 and g.stats.by_op[op][0] == 12
+        assert g.stats.seconds > 0
+    # the remembered check made most of them (counted in the tally, not by verify)
+    assert guards[0].stats.cache_hits >= 8
+
+
+@compiled_methods
+def test_the_compiled_check_linear_hands_every_other_call_to_the_python_method(monkeypatch):
+    """Keyword arguments, sampling, deferral, a guard without the weight cache and wrong
+    calls go to the Python method, with the arguments as given (its errors, its
+    behaviour); a guard's sample or defer changed after it was made is seen at the next
+    call."""
+    x, w, b = layer(4, 256, 128, torch.float32, True, 22)
+    out = product(x, w, b)
+    seen = []
+    real = Guard._check_linear_py
+    monkeypatch.setattr(Guard, "_check_linear_py",
+                        lambda self, *a, **k: seen.append((a, k)) or real(self, *a, **k))
+    g = Guard(seed=1, on_fail="log")
+    g.check_linear(x, w, out, b)
+    g.check_linear(x, w, out)  # (the bias left out: a failure, through the compiled call)
+    assert seen == [] and g.checked == 2 and g.failed == 1
+    g.check_linear(x, weight=w, out=out, bias=b)
+    assert len(seen) == 1 and seen[0][1] == {"weight": w, "out": out, "bias": b}
+    with pytest.raises(TypeError):
+        g.check_linear(x, w)
+    with pytest.raises(TypeError):
+        g.check_linear(x, w, out, b, True)  # (transposed is keyword-only)
+    with pytest.raises(TypeError):
+        g.check_linear(x, w, out, b, transpose=True)
+    assert len(seen) == 4
+    g.sample = 0.0  # (every call sampled out)
+    for _ in range(3):
+        g.check_linear(x, w, out, b)
+    assert len(seen) == 7 and g.stats.sampled_out == 3
+    g.sample, g.defer = 1.0, True
+    g.check_linear(x, w, out, b)
+    assert len(seen) == 8 and len(g._pending) == 1
+    g.flush()
+    g.defer = False
+    n = g.checked
+    g.check_linear(x, w, out, b)
+    assert len(seen) == 8 and g.checked == n + 1
+    nc = Guard(seed=1, cache_weights=False)
+    for _ in range(2):
+        nc.check_linear(x, w, out, b)
+    assert len(seen) == 8 and nc.checked == 2 and nc.stats.cache_hits == 0
+    with pytest.raises(TypeError):  # not a guard
+        Guard.check_linear(object(), x, w, out)

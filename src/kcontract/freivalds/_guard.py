@@ -535,18 +535,28 @@ class Guard(contextlib.ContextDecorator):
                 if last is not None and last is not False:
                     self._seed_at = seed
                     self._last = last
-            if last is None and self._lean_linear(x, weight, out, bias, transposed):
-                last = True
-            if last is not None and last is not False:  # a lean check made, and passed
-                t = self._tally  # (counted in stats when they are read: _fold)
-                i = 0 if transposed else 2
-                t[i] += 1
-                t[i + 1] += _clock() - t0
-                hits = t[4] + 1
-                t[4] = hits
-                if hits == self._lean_room:  # (as _cache_hit)
-                    self._new_signs()
-                return
+            return self._linear_rest(x, weight, out, bias, transposed, last, t0)
+        self._check_product("linear" if transposed else "addmm", x,
+                            weight.T if transposed else weight, out, bias=bias,
+                            weight=weight, transposed=transposed)
+
+    def _linear_rest(self, x, weight, out, bias, transposed, last, t0) -> None:
+        """:meth:`_linear_now` after the remembered check (``last``: its result, None where
+        it was not made; ``t0``: the clock when the check began): the lean check that reads
+        each property where the remembered one was not made, a passing one tallied, else
+        :func:`verify`."""
+        if last is None and self._lean_linear(x, weight, out, bias, transposed):
+            last = True
+        if last is not None and last is not False:  # a lean check made, and passed
+            t = self._tally  # (counted in stats when they are read: _fold)
+            i = 0 if transposed else 2
+            t[i] += 1
+            t[i + 1] += _clock() - t0
+            hits = t[4] + 1
+            t[4] = hits
+            if hits == self._lean_room:  # (as _cache_hit)
+                self._new_signs()
+            return
         self._check_product("linear" if transposed else "addmm", x,
                             weight.T if transposed else weight, out, bias=bias,
                             weight=weight, transposed=transposed)
@@ -706,6 +716,17 @@ class Guard(contextlib.ContextDecorator):
                 self._cache_hit()  # (a draw of new signs after this check, which has its own)
             return proj
         return pre
+
+
+# check_linear and _linear_now compiled (see _fastc's guard_methods): the remembered check
+# and its bookkeeping without a Python frame (right after a 1 x 4096 x 4096 float32 product
+# the two frames cost ~6 us of a 27 us check); every other call goes to the Python methods,
+# kept as _check_linear_py and _linear_now_py
+_GUARD_METHODS = getattr(_core._fastc, "guard_methods", None)
+if _GUARD_METHODS is not None and _LEAN_C is not None:
+    Guard._check_linear_py, Guard._linear_now_py = Guard.check_linear, Guard._linear_now
+    Guard.check_linear, Guard._linear_now = _GUARD_METHODS(Guard, _clock, _STEP, _SEED_MASK,
+                                                           ROW_RELIEF_MIN)
 
 
 #: the shapes (of x and out) a weight's fast lean check is kept for
