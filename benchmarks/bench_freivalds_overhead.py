@@ -36,9 +36,8 @@ Rows:
   decode   the same shapes as a decode step, L*MxKxN: L products (distinct weights;
            --decode-layers, fewer where the weights would pass 2 GiB), each recorded by a
            deferring guard (defer=True) right after it and checked in its flush at the end
-           of the step (a product of more than 2 MiB of input and output, or of more
-           than 256 KiB of output, is checked at once, as a deferring guard does:
-           DEFER_PRODUCT_BYTES, DEFER_OUT_BYTES); per product
+           of the step (a product of more than 128 KiB of input and output is
+           checked at once, as a deferring guard does: DEFER_PRODUCT_BYTES); per product
            (records + flush) / L against the mean floor of the same products (the
            flush's first check runs from cold caches, the others much faster: more
            layers per step amortise it); twice --reps repetitions at least, a

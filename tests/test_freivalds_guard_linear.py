@@ -290,27 +290,6 @@ def test_a_large_product_is_checked_at_once_by_a_deferring_guard():
     assert g.checked == 3 and g.failed == 0
 
 
-def test_a_product_with_a_wide_output_is_checked_at_once_by_a_deferring_guard():
-    """A product whose output takes more than DEFER_OUT_BYTES (within DEFER_PRODUCT_BYTES
-    in all) is checked right after it, its output still in the caches; one of the same
-    bytes with a narrow output (a long input) is deferred."""
-    from kcontract.freivalds._guard import DEFER_OUT_BYTES, DEFER_PRODUCT_BYTES
-
-    wide_n = DEFER_OUT_BYTES // (4 * 16) + 64
-    wide = layer(16, 256, wide_n, torch.float32, False, 26)
-    narrow = layer(16, wide_n, 256, torch.float32, False, 27)
-    g = Guard(seed=8, defer=True)
-    for x, w, _ in (wide, narrow, wide, narrow):
-        out = product(x, w, None)
-        assert x.nbytes + out.nbytes <= DEFER_PRODUCT_BYTES
-        assert (out.nbytes > DEFER_OUT_BYTES) == (x is wide[0])
-        g.check_linear(x, w, out)
-    assert len(g._pending) == 2 and g.checked == 2
-    assert all(p[0] is narrow[0] for p in g._pending)
-    g.flush()
-    assert g.checked == 4 and g.failed == 0
-
-
 def test_a_failing_block_drops_its_deferred_checks():
     lin = torch.nn.Linear(128, 64)
     with pytest.raises(ValueError):

@@ -45,22 +45,18 @@ REFRESH = 4096
 #: beyond it a product is checked at once.
 DEFER_BYTES = 64 << 20
 #: A deferring guard checks a product whose input and output take more than this many
-#: bytes at once: its check's fixed cost is small beside its two passes, which read x and
-#: out from the caches right after the product, from memory at the flush (measured on a
-#: 2-core Zen 4, 1 MiB L2 a core: decode steps of 16 products of 128 x 4096 x 4096,
-#: 4 MiB each, deferred 1.11-1.32 of the floor, checked at once 0.94-1.07; of 16 x 4096 x
-#: 14336, 1.2 MiB, deferred 0.79-0.93, at once 0.76-1.05; at M = 1 deferral 0.6-0.7
-#: against 1.0-1.3).
-DEFER_PRODUCT_BYTES = 2 << 20
-#: ... and a product whose output takes more than this many bytes: it was just written,
-#: so right after the product it is read from the core's caches, at the flush from memory
-#: -- for such an output that costs more than the check's entry from Python that deferral
-#: saves (measured on the same machine, decode steps of 6 bfloat16 products of
-#: 16 x 4096 x 14336, a 448 KiB output, four runs: deferred 1.48-1.81 of the floor, checked
-#: at once 1.00-1.07; float32, a 896 KiB output, 0.75-0.91 against 0.82-0.93; with every
-#: product of 16 x 14336 x 4096, 128 and 256 KiB outputs, checked at once in two runs:
-#: 0.69-1.23 deferred, 0.74-1.14 at once)
-DEFER_OUT_BYTES = 256 << 10
+#: bytes at once: the flush reads them again from memory, where right after the product
+#: they are in the caches (the output just written, the input just read), and beyond a
+#: few rows that costs more than the check's entry from cold caches that deferral saves.
+#: Measured on a 2-core Zen 4 (1 MiB L2 a core), decode steps of 16 products of
+#: M x 4096 x 4096 through the compiled check_linear, deferred against at once (medians of
+#: four alternating measurements in one process): bfloat16 M = 1 (16 KiB) 0.69 against
+#: 0.90 of the floor, M = 4 (64 KiB) 0.84 and 0.84, M = 8 (128 KiB) 0.90 and 0.99, M = 16
+#: (256 KiB) 1.22 and 0.92; float32 M = 1 0.88 and 0.83, M = 4 (128 KiB) 0.86 and 0.88,
+#: M = 8 0.94 and 0.89, M = 16 (512 KiB) 0.85 and 0.86; bfloat16 16 x 14336 x 4096
+#: (576 KiB) 1.12 and 0.98.  (Before check_linear was compiled the line was at 2 MiB, with
+#: outputs of more than 256 KiB checked at once: M = 1 at once then cost 1.0-1.3.)
+DEFER_PRODUCT_BYTES = 128 << 10
 _TORCH = None  # torch, once a guard needs it (see _torch)
 _clock = time.perf_counter
 #: the lean linear check's formats: a tensor dtype -> (the check's compute dtype, name,
@@ -504,10 +500,8 @@ class Guard(contextlib.ContextDecorator):
         if self.sample < 1.0 and self._sampled_out():
             return
         if self.defer and type(out) is (_TORCH or _torch()).Tensor:
-            ob = out.nbytes
-            size = x.nbytes + ob
-            if size <= DEFER_PRODUCT_BYTES and ob <= DEFER_OUT_BYTES \
-                    and self._pending_bytes + size <= self.defer_bytes:
+            size = x.nbytes + out.nbytes
+            if size <= DEFER_PRODUCT_BYTES and self._pending_bytes + size <= self.defer_bytes:
                 ver = _versions(x, weight, out, bias)
                 if ver is not None:  # (inference tensors: no counter to see a change by)
                     self._pending.append((x, weight, out, bias, ver, transposed))
@@ -1079,8 +1073,7 @@ def guard(sample: float = 1.0, on_fail: str = "raise", **kwargs) -> Guard:
     right after each product; a product changed in place before the check is skipped;
     at most ``defer_bytes`` of inputs and outputs are held, beyond that a product is
     checked at once, as is a product whose input and output take more than
-    ``DEFER_PRODUCT_BYTES``, 2 MiB, or whose output takes more than ``DEFER_OUT_BYTES``,
-    256 KiB: read faster from the caches right after it),
+    ``DEFER_PRODUCT_BYTES``, 128 KiB: read faster from the caches right after it),
     ``refresh`` (checks from cached weight projections between two draws of the signs,
     default 4096; None: one draw for the guard's life).
     ``guard.stats`` counts calls, checked, failed, skipped and the seconds spent checking.
