@@ -798,7 +798,7 @@ def test_addmm_layers_take_the_linear_checks_paths_and_catch_a_wrong_element(
             assert g.last_result.suspect_elements == [(7, 11)]
 
 
-# --- check_linear and _linear_now compiled (_fastc.guard_methods) ------------------------
+# --- check_linear and _linear_now compiled (_fastc.GuardCore, the base of Guard) ----------
 
 compiled_methods = pytest.mark.skipif(not hasattr(Guard, "_check_linear_py"),
                                       reason="without the compiled helper's methods")
@@ -887,6 +887,40 @@ def test_the_compiled_check_linear_hands_every_other_call_to_the_python_method(m
     nc = Guard(seed=1, cache_weights=False)
     for _ in range(2):
         nc.check_linear(x, w, out, b)
-    assert len(seen) == 8 and nc.checked == 2 and nc.stats.cache_hits == 0
+    assert len(seen) == 10 and nc.checked == 2 and nc.stats.cache_hits == 0
     with pytest.raises(TypeError):  # not a guard
         Guard.check_linear(object(), x, w, out)
+
+
+@compiled_methods
+def test_the_compiled_books_keep_what_the_python_books_keep():
+    """GuardCore (the compiled base of Guard) and _GuardCorePy (the base without the
+    helper): the same tally and the same point where fresh signs are due for one sequence of
+    passing checks; the attributes read back as set (the last result, the room, the seed)."""
+    core, py = Guard(seed=3, refresh=7), _guard._GuardCorePy()
+    assert isinstance(core, _guard._GuardCore)
+    py._tally_clear()
+    for b in (core, py):
+        b._lean_room = 5
+    due = [[b._tally_add(i % 3 != 0, 0.25 * i) for i in range(1, 9)] for b in (core, py)]
+    assert due[0] == due[1] == [False] * 4 + [True] + [False] * 3
+    assert core._tally == py._tally == [6, 0.25 * (1 + 2 + 4 + 5 + 7 + 8), 2,
+                                        0.25 * (3 + 6), 8]
+    core._tally_clear()
+    assert core._tally == [0, 0.0, 0, 0.0, 0]
+    core._lean_room = None
+    assert core._lean_room is None and not any(core._tally_add(True, 0.0)
+                                               for _ in range(10))
+    res = object()
+    core._last = res
+    assert core._last is res
+    core._last = None
+    assert core._last is None and core.last_result is None
+    core._seed_at = 2 ** 62 - 1
+    assert core._seed_at == 2 ** 62 - 1
+    with pytest.raises(ValueError):
+        core._seed_at = 2 ** 62
+    with pytest.raises(TypeError):
+        core._fast = []
+    core.sample, core.defer, core.cache_weights = 0.5, 1, 0
+    assert (core.sample, core.defer, core.cache_weights) == (0.5, True, False)

@@ -2539,147 +2539,117 @@ static PyObject *lean(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return lean_lookup(args[0], args[1], args[2], args[3], args[4], seed, relief_min);
 }
 
-/* ---- Guard.check_linear and Guard._linear_now, compiled ----
- * The guard's common call, a linear product whose check it remembers, reached without a
- * Python frame: guard_methods makes method descriptors of the Guard class that do what the
- * Python methods do on that path (the sampling and deferral test, the remembered check
- * through lean_lookup, the seed's step, the last result and the tally of passing checks:
- * see _guard.Guard._linear_now) with attribute reads and writes of the guard, and hand every
- * other call to the Python methods (with the arguments they were given).  Measured right
- * after a 1 x 4096 x 4096 float32 product (2-core Zen 4, the overhead benchmark's
- * interleaving, four measurements of 61 each): the two Python frames' bytecode, from cold
- * caches, cost ~6 us of a 27 us check, the call with the Python frames 0.91-1.05 of the
- * floor, the bare compiled call 0.74-0.77. */
+/* ---- the guard's books and its common call, compiled: GuardCore ----
+ * The base class of kcontract.freivalds.Guard (where the helper is there): the fields its
+ * common call needs -- the sampling and deferral flags, the remembered checks' dicts, the
+ * seed sequence's position, the last passing check, the tally of passing checks not yet
+ * counted in its stats, the cache hits left until fresh signs -- in the object itself, and
+ * check_linear and _linear_now, which make the remembered check (lean_lookup) and keep
+ * those books without a Python frame or an attribute lookup; every other call goes to the
+ * guard's Python methods (_check_linear_py, _linear_now_py, _linear_rest), looked up on
+ * the guard at that call.  Right after a product each attribute lookup and each object
+ * made or freed costs cache misses: measured right after a 1 x 4096 x 4096 float32
+ * product (2-core Zen 4, timestamps in the call, medians of 300), the bookkeeping through
+ * the guard's attributes took ~6 us of a 26-29 us check, and the two Python frames before
+ * that another ~4 us. */
 
-/* the guard's attributes, and the Python methods the compiled ones hand calls to (looked
- * up on the guard at each such call: a subclass's or a patched method is the one called) */
-static PyObject *gs_sample, *gs_defer, *gs_cache_weights, *gs_fast, *gs_fast_mm, *gs_seed_at,
-    *gs_last, *gs_tally, *gs_lean_room, *gs_new_signs, *gs_transposed, *gs_check_py,
-    *gs_now_py, *gs_rest_py;
+typedef struct {
+    PyObject_HEAD
+    double sample;
+    char defer, cache_weights, quick, has_room, last_c;
+    uint64_t seed_at;
+    long long n[2], hits, room;
+    double sec[2];
+    PyObject *fast, *fast_mm; /* id(weight) -> _Lean, for N x K and K x N weights */
+    PyObject *last_obj;       /* the last result where Python set it (last_c == 0) */
+    double last_ratio;        /* else the last passing remembered check's: its ratio, */
+    uint64_t last_seed;       /* seed, (M, K, N) and operands' format name */
+    PyObject *last_shape, *last_name;
+} GuardCore;
+
+static PyTypeObject GuardCoreType;
+
+/* the guard's Python methods the compiled ones hand calls to */
+static PyObject *gs_check_py, *gs_now_py, *gs_rest_py, *gs_new_signs;
 /* the clock the tally's seconds are read off (time.perf_counter), and the seed sequence's
- * step and mask (a power of two less one, at most 2^63 - 1) and ROW_RELIEF_MIN; NULL until
- * guard_methods */
-static PyObject *g_clock, *g_one;
+ * step and mask (a power of two less one, below 2^63) and ROW_RELIEF_MIN (guard_consts) */
+static PyObject *g_clock;
 static uint64_t g_step, g_mask;
 static double g_relief;
 
-/* a passing remembered check counted as _linear_now counts it: the tally's checks and
- * seconds for its op (linear: items 0, 1; addmm: 2, 3), its cache hits (item 4), and the
- * signs drawn anew when the hits reach the guard's _lean_room (None: never) */
-static PyObject *guard_tally(PyObject *g, int transposed, PyObject *t0) {
-    PyObject *now = PyObject_CallNoArgs(g_clock);
-    if (now == NULL) return NULL;
-    PyObject *t = PyObject_GetAttr(g, gs_tally), *res = NULL;
-    if (t == NULL) goto done;
-    if (!PyList_CheckExact(t) || PyList_GET_SIZE(t) != 5) {
-        PyErr_SetString(PyExc_TypeError, "the guard's tally is not a list of 5");
-        goto done;
-    }
-    Py_ssize_t i = transposed ? 0 : 2;
-    PyObject *n = PyNumber_Add(PyList_GET_ITEM(t, i), g_one);
-    if (n == NULL) goto done;
-    PyList_SetItem(t, i, n);
-    PyObject *dt = PyNumber_Subtract(now, t0);
-    if (dt == NULL) goto done;
-    PyObject *sec = PyNumber_Add(PyList_GET_ITEM(t, i + 1), dt);
-    Py_DECREF(dt);
-    if (sec == NULL) goto done;
-    PyList_SetItem(t, i + 1, sec);
-    PyObject *hits = PyNumber_Add(PyList_GET_ITEM(t, 4), g_one);
-    if (hits == NULL) goto done;
-    PyList_SetItem(t, 4, Py_NewRef(hits));
-    PyObject *room = PyObject_GetAttr(g, gs_lean_room);
-    int eq = room == NULL ? -1 : PyObject_RichCompareBool(hits, room, Py_EQ);
-    Py_DECREF(hits);
-    Py_XDECREF(room);
-    if (eq < 0) goto done;
-    res = eq ? PyObject_CallMethodNoArgs(g, gs_new_signs) : Py_NewRef(Py_None);
-    if (res != NULL && res != Py_None) Py_SETREF(res, Py_NewRef(Py_None));
-done:
-    Py_XDECREF(t);
-    Py_DECREF(now);
-    return res;
+static void core_quick(GuardCore *c) {
+    c->quick = c->sample >= 1.0 && !c->defer && c->cache_weights;
 }
 
-/* _linear_now(x, w, out, bias, transposed) of the guard g */
-static PyObject *guard_now(PyObject *g, PyObject *x, PyObject *w, PyObject *out,
-                           PyObject *bias, PyObject *tr) {
+/* a passing check in the tally: 1 where the cache hits reach the room (fresh signs due) */
+static int core_tally(GuardCore *c, int transposed, double seconds) {
+    int i = transposed ? 0 : 1;
+    c->n[i] += 1;
+    c->sec[i] += seconds;
+    c->hits += 1;
+    return c->has_room && c->hits == c->room;
+}
+
+/* _linear_now(x, w, out, bias, transposed) of the guard c */
+static PyObject *core_now(GuardCore *c, PyObject *x, PyObject *w, PyObject *out,
+                          PyObject *bias, PyObject *tr) {
+    PyObject *g = (PyObject *)c;
     int transposed = PyObject_IsTrue(tr);
     if (transposed < 0) return NULL;
-    PyObject *cw = PyObject_GetAttr(g, gs_cache_weights);
-    int cache = cw == NULL ? -1 : PyObject_IsTrue(cw);
-    Py_XDECREF(cw);
-    if (cache < 0) return NULL;
-    if (!cache) {
+    if (!c->cache_weights) {
         PyObject *a[6] = {g, x, w, out, bias, tr};
         return PyObject_VectorcallMethod(gs_now_py, a, 6, NULL);
     }
     PyObject *t0 = PyObject_CallNoArgs(g_clock);
     if (t0 == NULL) return NULL;
     PyObject *last = Py_NewRef(Py_None), *res = NULL;
-    PyObject *fast = PyObject_GetAttr(g, transposed ? gs_fast : gs_fast_mm);
-    if (fast == NULL) goto done;
-    if (PyDict_Check(fast) && PyDict_GET_SIZE(fast) > 0) {
-        PyObject *sa = PyObject_GetAttr(g, gs_seed_at);
-        if (sa == NULL) goto done;
-        uint64_t seed = PyLong_AsUnsignedLongLong(sa);
-        Py_DECREF(sa);
-        if (PyErr_Occurred()) goto done;
-        seed = (seed + g_step) & g_mask; /* (as Python's ints: both below 2^63) */
+    PyObject *fast = transposed ? c->fast : c->fast_mm;
+    if (fast != NULL && PyDict_Check(fast) && PyDict_GET_SIZE(fast) > 0) {
+        uint64_t seed = (c->seed_at + g_step) & g_mask; /* (as Python's ints: below 2^63) */
+        Py_INCREF(fast); /* (held while torch's calls run) */
         Py_SETREF(last, lean_lookup(fast, x, out, w, bias, seed, g_relief));
+        Py_DECREF(fast);
         if (last == NULL) goto done;
-        if (PyTuple_Check(last)) { /* made, and passed */
-            PyObject *sd = PyLong_FromUnsignedLongLong(seed);
-            int bad = sd == NULL || PyObject_SetAttr(g, gs_seed_at, sd) < 0
-                      || PyObject_SetAttr(g, gs_last, last) < 0;
-            Py_XDECREF(sd);
-            if (!bad) res = guard_tally(g, transposed, t0);
+        if (PyTuple_Check(last)) { /* made, and passed: (ratio, seed, (M, K, N), name) */
+            double ratio = PyFloat_AsDouble(PyTuple_GET_ITEM(last, 0));
+            PyObject *now = ratio == -1.0 && PyErr_Occurred() ? NULL
+                                                               : PyObject_CallNoArgs(g_clock);
+            if (now == NULL) goto done;
+            double dt = PyFloat_AsDouble(now) - PyFloat_AsDouble(t0);
+            Py_DECREF(now);
+            if (PyErr_Occurred()) goto done;
+            c->seed_at = seed;
+            c->last_ratio = ratio;
+            c->last_seed = seed;
+            Py_XSETREF(c->last_shape, Py_NewRef(PyTuple_GET_ITEM(last, 2)));
+            Py_XSETREF(c->last_name, Py_NewRef(PyTuple_GET_ITEM(last, 3)));
+            c->last_c = 1;
+            Py_CLEAR(c->last_obj);
+            res = core_tally(c, transposed, dt) ? PyObject_CallMethodNoArgs(g, gs_new_signs)
+                                                : Py_NewRef(Py_None);
+            if (res != NULL && res != Py_None) Py_SETREF(res, Py_NewRef(Py_None));
             goto done;
         }
     }
     PyObject *a[8] = {g, x, w, out, bias, tr, last, t0};
     res = PyObject_VectorcallMethod(gs_rest_py, a, 8, NULL);
 done:
-    Py_XDECREF(fast);
     Py_XDECREF(last);
     Py_DECREF(t0);
     return res;
 }
 
-/* Guard._linear_now(self, x, weight, out, bias, transposed=True) */
-static PyObject *guard_now_method(PyObject *g, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs == 4 || nargs == 5)
-        return guard_now(g, args[0], args[1], args[2], args[3], nargs == 5 ? args[4] : Py_True);
-    PyObject *a[8] = {g};
-    if (nargs > 7) nargs = 7; /* (a wrong call: the Python method's error) */
-    for (Py_ssize_t i = 0; i < nargs; i++) a[i + 1] = args[i];
-    return PyObject_VectorcallMethod(gs_now_py, a, (size_t)nargs + 1, NULL);
-}
-
-/* Guard.check_linear(self, x, weight, out, bias=None, *, transposed=True) */
-static PyObject *guard_check_method(PyObject *g, PyObject *const *args, size_t nargsf,
-                                    PyObject *kwnames) {
+/* check_linear(self, x, weight, out, bias=None, *, transposed=True) */
+static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    GuardCore *c = (GuardCore *)g;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if ((nargs == 3 || nargs == 4)
-        && (nk == 0 || (nk == 1 && PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0),
-                                                     gs_transposed) == 0))) {
-        PyObject *s = PyObject_GetAttr(g, gs_sample);
-        if (s == NULL) return NULL;
-        int quick = PyFloat_CheckExact(s) && PyFloat_AS_DOUBLE(s) >= 1.0;
-        Py_DECREF(s);
-        if (quick) {
-            PyObject *d = PyObject_GetAttr(g, gs_defer);
-            int deferring = d == NULL ? -1 : PyObject_IsTrue(d);
-            Py_XDECREF(d);
-            if (deferring < 0) return NULL;
-            if (!deferring)
-                return guard_now(g, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
-                                 nk ? args[nargs] : Py_True);
-        }
-    } else if (PyErr_Occurred()) {
-        return NULL;
-    }
+    if (c->quick && (nargs == 3 || nargs == 4)
+        && (nk == 0 || (nk == 1 && PyUnicode_CompareWithASCIIString(
+                                       PyTuple_GET_ITEM(kwnames, 0), "transposed") == 0)))
+        return core_now(c, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
+                        nk ? args[nargs] : Py_True);
     /* the Python method, with the arguments as given */
     PyObject *small[8], **a = small;
     Py_ssize_t total = nargs + nk + 1;
@@ -2692,65 +2662,246 @@ static PyObject *guard_check_method(PyObject *g, PyObject *const *args, size_t n
     return res;
 }
 
-static PyMethodDef guard_check_def = {
-    "check_linear", (PyCFunction)(void (*)(void))guard_check_method,
-    METH_FASTCALL | METH_KEYWORDS,
-    "check_linear($self, x, weight, out, bias=None, *, transposed=True)\n--\n\n"
-    "Check one F.linear product out = x @ weight.T (+ bias), as the guard does for each one "
-    "it intercepts (transposed=False: out = x @ weight (+ bias), a K x N weight).  The "
-    "common call (a weight whose check the guard remembers) is compiled; every other one "
-    "is Guard._check_linear_py's, whose docstring says the rest."};
-static PyMethodDef guard_now_def = {
-    "_linear_now", (PyCFunction)(void (*)(void))guard_now_method, METH_FASTCALL,
-    "_linear_now($self, x, weight, out, bias, transposed=True)\n--\n\n"
-    "check_linear after sampling and deferral, compiled on the remembered check's path "
-    "(see Guard._linear_now_py)."};
+/* _linear_now(self, x, weight, out, bias, transposed=True) */
+static PyObject *core_linear_now(PyObject *g, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 4 || nargs == 5)
+        return core_now((GuardCore *)g, args[0], args[1], args[2], args[3],
+                        nargs == 5 ? args[4] : Py_True);
+    PyObject *a[8] = {g};
+    if (nargs > 7) nargs = 7; /* (a wrong call: the Python method's error) */
+    for (Py_ssize_t i = 0; i < nargs; i++) a[i + 1] = args[i];
+    return PyObject_VectorcallMethod(gs_now_py, a, (size_t)nargs + 1, NULL);
+}
 
-/* guard_methods(cls, clock, step, mask, relief_min) -> (check_linear, _linear_now): method
- * descriptors of the class cls (see above) that hand what they do not do themselves to the
- * guard's methods _check_linear_py, _linear_now_py and _linear_rest; once only */
-static PyObject *guard_methods(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "guard_methods(cls, clock, step, mask, relief_min)");
+/* _tally_add(transposed, seconds) -> whether fresh signs are due */
+static PyObject *core_tally_add(PyObject *g, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_tally_add(transposed, seconds)");
         return NULL;
     }
-    if (g_clock != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "guard_methods: made already");
+    int tr = PyObject_IsTrue(args[0]);
+    double s = PyFloat_AsDouble(args[1]);
+    if (tr < 0 || (s == -1.0 && PyErr_Occurred())) return NULL;
+    return PyBool_FromLong(core_tally((GuardCore *)g, tr, s));
+}
+
+static PyObject *core_tally_clear(PyObject *g, PyObject *unused) {
+    GuardCore *c = (GuardCore *)g;
+    c->n[0] = c->n[1] = c->hits = 0;
+    c->sec[0] = c->sec[1] = 0.0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_get_tally(PyObject *g, void *closure) {
+    GuardCore *c = (GuardCore *)g;
+    return Py_BuildValue("[LdLdL]", c->n[0], c->sec[0], c->n[1], c->sec[1], c->hits);
+}
+
+static PyObject *core_get_sample(PyObject *g, void *closure) {
+    return PyFloat_FromDouble(((GuardCore *)g)->sample);
+}
+
+static int core_set_sample(PyObject *g, PyObject *v, void *closure) {
+    double s = v == NULL ? -1.0 : PyFloat_AsDouble(v);
+    if (v == NULL) PyErr_SetString(PyExc_AttributeError, "sample cannot be deleted");
+    if (PyErr_Occurred()) return -1;
+    ((GuardCore *)g)->sample = s;
+    core_quick((GuardCore *)g);
+    return 0;
+}
+
+/* the flags defer and cache_weights (closure: the field's offset) */
+static PyObject *core_get_flag(PyObject *g, void *closure) {
+    return PyBool_FromLong(*((char *)g + (size_t)closure));
+}
+
+static int core_set_flag(PyObject *g, PyObject *v, void *closure) {
+    int f = v == NULL ? -1 : PyObject_IsTrue(v);
+    if (v == NULL) PyErr_SetString(PyExc_AttributeError, "a guard's flag cannot be deleted");
+    if (f < 0) return -1;
+    *((char *)g + (size_t)closure) = (char)f;
+    core_quick((GuardCore *)g);
+    return 0;
+}
+
+static PyObject *core_get_seed_at(PyObject *g, void *closure) {
+    return PyLong_FromUnsignedLongLong(((GuardCore *)g)->seed_at);
+}
+
+static int core_set_seed_at(PyObject *g, PyObject *v, void *closure) {
+    uint64_t s = v == NULL ? 0 : PyLong_AsUnsignedLongLong(v);
+    if (v == NULL) PyErr_SetString(PyExc_AttributeError, "_seed_at cannot be deleted");
+    if (PyErr_Occurred()) return -1;
+    if (s > g_mask && g_mask) {
+        PyErr_SetString(PyExc_ValueError, "_seed_at beyond the seed sequence's mask");
+        return -1;
+    }
+    ((GuardCore *)g)->seed_at = s;
+    return 0;
+}
+
+static PyObject *core_get_last(PyObject *g, void *closure) {
+    GuardCore *c = (GuardCore *)g;
+    if (c->last_c)
+        return Py_BuildValue("(dKOO)", c->last_ratio, (unsigned long long)c->last_seed,
+                             c->last_shape, c->last_name);
+    return Py_NewRef(c->last_obj == NULL ? Py_None : c->last_obj);
+}
+
+static int core_set_last(PyObject *g, PyObject *v, void *closure) {
+    GuardCore *c = (GuardCore *)g;
+    Py_XSETREF(c->last_obj, Py_XNewRef(v));
+    c->last_c = 0;
+    return 0;
+}
+
+static PyObject *core_get_room(PyObject *g, void *closure) {
+    GuardCore *c = (GuardCore *)g;
+    return c->has_room ? PyLong_FromLongLong(c->room) : Py_NewRef(Py_None);
+}
+
+static int core_set_room(PyObject *g, PyObject *v, void *closure) {
+    GuardCore *c = (GuardCore *)g;
+    if (v == NULL || v == Py_None) {
+        c->has_room = 0;
+        return 0;
+    }
+    long long r = PyLong_AsLongLong(v);
+    if (r == -1 && PyErr_Occurred()) return -1;
+    c->room = r;
+    c->has_room = 1;
+    return 0;
+}
+
+static PyObject *core_get_dict(PyObject *g, void *closure) {
+    PyObject *d = *(PyObject **)((char *)g + (size_t)closure);
+    return Py_NewRef(d == NULL ? Py_None : d);
+}
+
+static int core_set_dict(PyObject *g, PyObject *v, void *closure) {
+    if (v == NULL || !PyDict_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "a guard's remembered checks must be a dict");
+        return -1;
+    }
+    Py_XSETREF(*(PyObject **)((char *)g + (size_t)closure), Py_NewRef(v));
+    return 0;
+}
+
+static PyGetSetDef core_getset[] = {
+    {"sample", core_get_sample, core_set_sample, "fraction of calls checked", NULL},
+    {"defer", core_get_flag, core_set_flag, "whether linear checks are deferred",
+     (void *)offsetof(GuardCore, defer)},
+    {"cache_weights", core_get_flag, core_set_flag, "whether weight projections are cached",
+     (void *)offsetof(GuardCore, cache_weights)},
+    {"_seed_at", core_get_seed_at, core_set_seed_at, "the lean checks' seed sequence", NULL},
+    {"_last", core_get_last, core_set_last,
+     "the last result, or what the lean linear check knows of it", NULL},
+    {"_lean_room", core_get_room, core_set_room,
+     "cache hits, past stats', until fresh signs (None: never)", NULL},
+    {"_tally", core_get_tally, NULL,
+     "passing remembered checks not yet in stats: [linear's checks, seconds, addmm's checks, "
+     "seconds, cache hits]", NULL},
+    {"_fast", core_get_dict, core_set_dict, "id(weight) -> _Lean, N x K weights",
+     (void *)offsetof(GuardCore, fast)},
+    {"_fast_mm", core_get_dict, core_set_dict, "id(weight) -> _Lean, K x N weights",
+     (void *)offsetof(GuardCore, fast_mm)},
+    {NULL},
+};
+
+static PyMethodDef core_methods[] = {
+    {"check_linear", (PyCFunction)(void (*)(void))core_check_linear,
+     METH_FASTCALL | METH_KEYWORDS,
+     "check_linear($self, x, weight, out, bias=None, *, transposed=True)\n--\n\n"
+     "Check one F.linear product out = x @ weight.T (+ bias), as the guard does for each "
+     "one it intercepts (transposed=False: out = x @ weight (+ bias), a K x N weight).  "
+     "The common call (a weight whose check the guard remembers) is compiled; every other "
+     "one is Guard._check_linear_py's, whose docstring says the rest."},
+    {"_linear_now", (PyCFunction)(void (*)(void))core_linear_now, METH_FASTCALL,
+     "_linear_now($self, x, weight, out, bias, transposed=True)\n--\n\n"
+     "check_linear after sampling and deferral, compiled on the remembered check's path "
+     "(see Guard._linear_now_py)."},
+    {"_tally_add", (PyCFunction)(void (*)(void))core_tally_add, METH_FASTCALL,
+     "_tally_add(transposed, seconds) -> whether fresh signs are due: a passing lean check "
+     "in the tally"},
+    {"_tally_clear", core_tally_clear, METH_NOARGS, "_tally_clear(): the tally emptied"},
+    {NULL},
+};
+
+static int core_traverse(PyObject *g, visitproc visit, void *arg) {
+    GuardCore *c = (GuardCore *)g;
+    Py_VISIT(c->fast);
+    Py_VISIT(c->fast_mm);
+    Py_VISIT(c->last_obj);
+    Py_VISIT(c->last_shape);
+    Py_VISIT(c->last_name);
+    return 0;
+}
+
+static int core_clear(PyObject *g) {
+    GuardCore *c = (GuardCore *)g;
+    Py_CLEAR(c->fast);
+    Py_CLEAR(c->fast_mm);
+    Py_CLEAR(c->last_obj);
+    Py_CLEAR(c->last_shape);
+    Py_CLEAR(c->last_name);
+    return 0;
+}
+
+static void core_dealloc(PyObject *g) {
+    PyObject_GC_UnTrack(g);
+    core_clear(g);
+    Py_TYPE(g)->tp_free(g);
+}
+
+static PyObject *core_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    GuardCore *c = (GuardCore *)type->tp_alloc(type, 0);
+    if (c == NULL) return NULL;
+    c->sample = 1.0;
+    c->cache_weights = 1;
+    core_quick(c);
+    c->fast = PyDict_New();
+    c->fast_mm = PyDict_New();
+    if (c->fast == NULL || c->fast_mm == NULL) {
+        Py_DECREF(c);
         return NULL;
     }
-    uint64_t step = PyLong_AsUnsignedLongLong(args[2]), mask = PyLong_AsUnsignedLongLong(args[3]);
-    double relief = PyFloat_AsDouble(args[4]);
+    return (PyObject *)c;
+}
+
+static PyTypeObject GuardCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kcontract.freivalds._fastc.GuardCore",
+    .tp_basicsize = sizeof(GuardCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The books of a guard's common call and that call, compiled (see the source); "
+              "the base class of kcontract.freivalds.Guard.",
+    .tp_new = core_new,
+    .tp_dealloc = core_dealloc,
+    .tp_traverse = core_traverse,
+    .tp_clear = core_clear,
+    .tp_methods = core_methods,
+    .tp_getset = core_getset,
+};
+
+/* guard_consts(clock, step, mask, relief_min): what GuardCore's calls need of _guard */
+static PyObject *guard_consts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyCallable_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "guard_consts(clock, step, mask, relief_min)");
+        return NULL;
+    }
+    uint64_t step = PyLong_AsUnsignedLongLong(args[1]), mask = PyLong_AsUnsignedLongLong(args[2]);
+    double relief = PyFloat_AsDouble(args[3]);
     if (PyErr_Occurred()) return NULL;
     if (mask >> 63 || (mask & (mask + 1)) || step > mask) {
-        PyErr_SetString(PyExc_ValueError, "guard_methods: the mask must be 2^k - 1, k < 64, "
+        PyErr_SetString(PyExc_ValueError, "guard_consts: the mask must be 2^k - 1, k < 64, "
                                           "and the step at most the mask");
         return NULL;
     }
-    const char *names[] = {"sample", "defer", "cache_weights", "_fast", "_fast_mm", "_seed_at",
-                           "_last", "_tally", "_lean_room", "_new_signs", "transposed",
-                           "_check_linear_py", "_linear_now_py", "_linear_rest"};
-    PyObject **slots[] = {&gs_sample, &gs_defer, &gs_cache_weights, &gs_fast, &gs_fast_mm,
-                          &gs_seed_at, &gs_last, &gs_tally, &gs_lean_room, &gs_new_signs,
-                          &gs_transposed, &gs_check_py, &gs_now_py, &gs_rest_py};
-    for (int i = 0; i < 14; i++)
-        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
-            return NULL;
-    if (g_one == NULL && (g_one = PyLong_FromLong(1)) == NULL) return NULL;
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *chk = PyDescr_NewMethod(cls, &guard_check_def);
-    PyObject *now = chk == NULL ? NULL : PyDescr_NewMethod(cls, &guard_now_def);
-    if (now == NULL) {
-        Py_XDECREF(chk);
-        return NULL;
-    }
-    g_clock = Py_NewRef(args[1]);
+    Py_XSETREF(g_clock, Py_NewRef(args[0]));
     g_step = step;
     g_mask = mask;
     g_relief = relief;
-    PyObject *res = PyTuple_Pack(2, chk, now);
-    Py_DECREF(chk);
-    Py_DECREF(now);
-    return res;
+    Py_RETURN_NONE;
 }
 
 static PyObject *pool_batches_py(PyObject *self, PyObject *unused) {
@@ -3583,9 +3734,9 @@ static PyMethodDef methods[] = {
      "and MKL's batches may run on"},
     {"lean", (PyCFunction)(void (*)(void))lean, METH_FASTCALL,
      "the guard's remembered lean linear check (see the source)"},
-    {"guard_methods", (PyCFunction)(void (*)(void))guard_methods, METH_FASTCALL,
-     "guard_methods(cls, clock, step, mask, relief_min) -> the guard's check_linear and "
-     "_linear_now, compiled (see the source)"},
+    {"guard_consts", (PyCFunction)(void (*)(void))guard_consts, METH_FASTCALL,
+     "guard_consts(clock, step, mask, relief_min): what GuardCore's calls need of the guard's "
+     "module"},
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
@@ -3622,7 +3773,17 @@ PyMODINIT_FUNC PyInit__fastc(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (str_version == NULL || str_data_ptr == NULL) return NULL;
+    const char *names[] = {"_check_linear_py", "_linear_now_py", "_linear_rest",
+                           "_new_signs"};
+    PyObject **slots[] = {&gs_check_py, &gs_now_py, &gs_rest_py, &gs_new_signs};
+    for (int i = 0; i < 4; i++)
+        if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
+    if (PyType_Ready(&GuardCoreType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "GuardCore", (PyObject *)&GuardCoreType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     /* the most rows the compiled stage 1 makes with rows_dot's kernel (and when the CPU
      * has it: FEW_ROWS_KERNEL), and the most elements (A, B and C together) of a float32
      * batch's matrices whose products are always the helper's own (see own_batch) */

@@ -177,7 +177,29 @@ class _WeightCache:
         return val, False
 
 
-class Guard(contextlib.ContextDecorator):
+class _GuardCorePy:
+    """The books the compiled helper's ``GuardCore`` keeps in the guard object (see
+    ``_fastc``), where the helper is not there: plain attributes, the tally a list."""
+
+    def _tally_add(self, transposed: bool, seconds: float) -> bool:
+        """A passing lean check in the tally; whether fresh signs are due (the cache hits
+        reached ``_lean_room``, as :meth:`Guard._cache_hit` counts them)."""
+        t = self._tally
+        i = 0 if transposed else 2
+        t[i] += 1
+        t[i + 1] += seconds
+        t[4] += 1
+        return t[4] == self._lean_room
+
+    def _tally_clear(self) -> None:
+        self._tally = [0, 0.0, 0, 0.0, 0]
+
+
+#: the base class of Guard: the compiled books and common call where the helper is there
+_GuardCore = getattr(_core._fastc, "GuardCore", None) if _LEAN_C is not None else None
+
+
+class Guard(_GuardCore or _GuardCorePy, contextlib.ContextDecorator):
     """Context manager and decorator verifying matmuls; see :func:`guard`."""
 
     def __init__(self, sample: float = 1.0, on_fail: str = "raise", *,
@@ -215,7 +237,7 @@ class Guard(contextlib.ContextDecorator):
         # passing remembered lean checks not yet in stats (see _fold): linear's checks and
         # seconds, addmm's, and their cache hits; and the cache hits left until the signs
         # are drawn anew, counted from stats' (None: never)
-        self._tally = [0, 0.0, 0, 0.0, 0]
+        self._tally_clear()
         self._lean_room = self._refresh_at
         self._last = None  # the last result, or what the lean linear check knows of it
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
@@ -258,7 +280,7 @@ class Guard(contextlib.ContextDecorator):
     @stats.setter
     def stats(self, st: GuardStats) -> None:
         self._stats = st
-        self._tally[:] = (0, 0.0, 0, 0.0, 0)
+        self._tally_clear()
         self._set_room()
 
     def _fold(self) -> None:
@@ -278,7 +300,7 @@ class Guard(contextlib.ContextDecorator):
                 op[0] += n
                 op[1] += dt
         st.cache_hits += t[4]
-        t[:] = (0, 0.0, 0, 0.0, 0)
+        self._tally_clear()
         self._set_room()
 
     def _set_room(self) -> None:
@@ -513,12 +535,12 @@ class Guard(contextlib.ContextDecorator):
         """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
         the one that reads each property), else :func:`verify` -- at once where the
         remembered check was made and a row is beyond its screen (the other lean check would
-        make the same products again).  (The remembered check is written out here rather
-        than called, and a passing lean check is tallied in one list (``_tally``), counted in
-        :attr:`stats` when they are read (:meth:`_fold`): calling :meth:`_count` and
-        :meth:`_cache_hit` cost 1-2.6 us of a 36-74 us check at M = 1 right after a product,
-        and the counters written out there another 4-5 us of the remembered check's 35-45
-        against the tally's 30-40, medians of 400.)"""
+        make the same products again).  (A passing lean check is tallied (``_tally_add``),
+        counted in :attr:`stats` when they are read (:meth:`_fold`): calling :meth:`_count`
+        and :meth:`_cache_hit` cost 1-2.6 us of a 36-74 us check at M = 1 right after a
+        product, medians of 400.)  With the compiled helper this is ``_linear_now_py``: the
+        guard's ``_linear_now`` is GuardCore's, which does the same in C (see ``_fastc``)
+        and hands what follows the remembered check to :meth:`_linear_rest`."""
         if self.cache_weights:
             t0 = _clock()
             last = None
@@ -542,13 +564,8 @@ class Guard(contextlib.ContextDecorator):
         if last is None and self._lean_linear(x, weight, out, bias, transposed):
             last = True
         if last is not None and last is not False:  # a lean check made, and passed
-            t = self._tally  # (counted in stats when they are read: _fold)
-            i = 0 if transposed else 2
-            t[i] += 1
-            t[i + 1] += _clock() - t0
-            hits = t[4] + 1
-            t[4] = hits
-            if hits == self._lean_room:  # (as _cache_hit)
+            # (counted in stats when they are read: _fold; fresh signs as _cache_hit draws)
+            if self._tally_add(transposed, _clock() - t0):
                 self._new_signs()
             return
         self._check_product("linear" if transposed else "addmm", x,
@@ -712,15 +729,13 @@ class Guard(contextlib.ContextDecorator):
         return pre
 
 
-# check_linear and _linear_now compiled (see _fastc's guard_methods): the remembered check
-# and its bookkeeping without a Python frame (right after a 1 x 4096 x 4096 float32 product
-# the two frames cost ~6 us of a 27 us check); every other call goes to the Python methods,
-# kept as _check_linear_py and _linear_now_py
-_GUARD_METHODS = getattr(_core._fastc, "guard_methods", None)
-if _GUARD_METHODS is not None and _LEAN_C is not None:
+# check_linear and _linear_now compiled (GuardCore's, see _fastc): the remembered check
+# and its books without a Python frame or an attribute lookup; every other call goes to the
+# Python methods, kept as _check_linear_py and _linear_now_py
+if _GuardCore is not None:
     Guard._check_linear_py, Guard._linear_now_py = Guard.check_linear, Guard._linear_now
-    Guard.check_linear, Guard._linear_now = _GUARD_METHODS(Guard, _clock, _STEP, _SEED_MASK,
-                                                           ROW_RELIEF_MIN)
+    del Guard.check_linear, Guard._linear_now
+    _core._fastc.guard_consts(_clock, _STEP, _SEED_MASK, ROW_RELIEF_MIN)
 
 
 #: the shapes (of x and out) a weight's fast lean check is kept for
