@@ -924,3 +924,37 @@ def test_the_compiled_books_keep_what_the_python_books_keep():
         core._fast = []
     core.sample, core.defer, core.cache_weights = 0.5, 1, 0
     assert (core.sample, core.defer, core.cache_weights) == (0.5, True, False)
+
+
+@compiled_methods
+@needs_guards
+def test_a_deferring_guards_large_products_take_the_compiled_call(monkeypatch):
+    """A deferring guard's product of more than DEFER_PRODUCT_BYTES is checked at once by
+    the compiled check_linear itself (its sizes read off the tensors); a small one goes to
+    the Python method, which defers it; both are checked, and a wrong element in either is
+    caught."""
+    from kcontract.freivalds._guard import DEFER_PRODUCT_BYTES
+
+    big = layer(DEFER_PRODUCT_BYTES // (4 * (256 + 128)) + 1, 256, 128, torch.float32,
+                False, 28)
+    small = layer(8, 256, 128, torch.float32, False, 29)
+    seen = []
+    real = Guard._check_linear_py
+    monkeypatch.setattr(Guard, "_check_linear_py",
+                        lambda self, *a, **k: seen.append(a[0]) or real(self, *a, **k))
+    g = Guard(seed=4, defer=True, on_fail="log")
+    for _ in range(3):
+        for x, w, _ in (big, small):
+            g.check_linear(x, w, product(x, w, None))
+    # (the big ones never reach the Python method: the compiled call's, the first ones
+    # continued by _linear_rest, which fills the cache and remembers the check)
+    assert len(seen) == 3 and all(x is small[0] for x in seen)
+    assert len(g._pending) == 3 and g.checked == 3
+    g.flush()
+    assert g.checked == 6 and g.failed == 0 and id(big[1]) in g._fast
+    for x, w, _ in (big, small):
+        bad = product(x, w, None)
+        bad[5, 9] += 0.25 * float(bad.abs().max())
+        g.check_linear(x, w, bad)
+    g.flush()
+    assert g.failed == 2 and g.checked == 8

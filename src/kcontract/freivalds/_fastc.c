@@ -2573,9 +2573,12 @@ static PyTypeObject GuardCoreType;
 static PyObject *gs_check_py, *gs_now_py, *gs_rest_py, *gs_new_signs;
 /* the clock the tally's seconds are read off (time.perf_counter), and the seed sequence's
  * step and mask (a power of two less one, below 2^63) and ROW_RELIEF_MIN (guard_consts) */
-static PyObject *g_clock;
+static PyObject *g_clock, *gs_nbytes;
 static uint64_t g_step, g_mask;
 static double g_relief;
+/* a deferring guard checks a product of more than this many bytes of x and out at once
+ * (_guard.DEFER_PRODUCT_BYTES); -1: every call of a deferring guard goes to Python */
+static long long g_defer_product = -1;
 
 static void core_quick(GuardCore *c) {
     c->quick = c->sample >= 1.0 && !c->defer && c->cache_weights;
@@ -2645,11 +2648,31 @@ static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t na
     GuardCore *c = (GuardCore *)g;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (c->quick && (nargs == 3 || nargs == 4)
+    if ((nargs == 3 || nargs == 4)
         && (nk == 0 || (nk == 1 && PyUnicode_CompareWithASCIIString(
-                                       PyTuple_GET_ITEM(kwnames, 0), "transposed") == 0)))
-        return core_now(c, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
-                        nk ? args[nargs] : Py_True);
+                                       PyTuple_GET_ITEM(kwnames, 0), "transposed") == 0))) {
+        int now = c->quick;
+        if (!now && c->defer && c->sample >= 1.0 && c->cache_weights && g_defer_product >= 0) {
+            /* a deferring guard's product too large to defer: checked at once, as
+             * _check_linear_py does (anything unlike a tensor: there) */
+            long long size = 0;
+            for (int i = 0; i < 3; i += 2) {
+                PyObject *nb = PyObject_GetAttr(args[i], gs_nbytes);
+                long long b = nb == NULL ? -1 : PyLong_AsLongLong(nb);
+                Py_XDECREF(nb);
+                if (b < 0) {
+                    PyErr_Clear();
+                    size = -1;
+                    break;
+                }
+                size += b;
+            }
+            now = size > g_defer_product;
+        }
+        if (now)
+            return core_now(c, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
+                            nk ? args[nargs] : Py_True);
+    }
     /* the Python method, with the arguments as given */
     PyObject *small[8], **a = small;
     Py_ssize_t total = nargs + nk + 1;
@@ -2883,14 +2906,17 @@ static PyTypeObject GuardCoreType = {
     .tp_getset = core_getset,
 };
 
-/* guard_consts(clock, step, mask, relief_min): what GuardCore's calls need of _guard */
+/* guard_consts(clock, step, mask, relief_min, defer_product_bytes): what GuardCore's calls
+ * need of _guard */
 static PyObject *guard_consts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyCallable_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "guard_consts(clock, step, mask, relief_min)");
+    if (nargs != 5 || !PyCallable_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "guard_consts(clock, step, mask, relief_min, defer_product_bytes)");
         return NULL;
     }
     uint64_t step = PyLong_AsUnsignedLongLong(args[1]), mask = PyLong_AsUnsignedLongLong(args[2]);
     double relief = PyFloat_AsDouble(args[3]);
+    long long defer_product = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
     if (mask >> 63 || (mask & (mask + 1)) || step > mask) {
         PyErr_SetString(PyExc_ValueError, "guard_consts: the mask must be 2^k - 1, k < 64, "
@@ -2901,6 +2927,7 @@ static PyObject *guard_consts(PyObject *self, PyObject *const *args, Py_ssize_t 
     g_step = step;
     g_mask = mask;
     g_relief = relief;
+    g_defer_product = defer_product < 0 ? -1 : defer_product;
     Py_RETURN_NONE;
 }
 
@@ -3735,8 +3762,8 @@ static PyMethodDef methods[] = {
     {"lean", (PyCFunction)(void (*)(void))lean, METH_FASTCALL,
      "the guard's remembered lean linear check (see the source)"},
     {"guard_consts", (PyCFunction)(void (*)(void))guard_consts, METH_FASTCALL,
-     "guard_consts(clock, step, mask, relief_min): what GuardCore's calls need of the guard's "
-     "module"},
+     "guard_consts(clock, step, mask, relief_min, defer_product_bytes): what GuardCore's "
+     "calls need of the guard's module"},
     {"peek", (PyCFunction)(void (*)(void))peek, METH_FASTCALL,
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
@@ -3774,9 +3801,9 @@ PyMODINIT_FUNC PyInit__fastc(void) {
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (str_version == NULL || str_data_ptr == NULL) return NULL;
     const char *names[] = {"_check_linear_py", "_linear_now_py", "_linear_rest",
-                           "_new_signs"};
-    PyObject **slots[] = {&gs_check_py, &gs_now_py, &gs_rest_py, &gs_new_signs};
-    for (int i = 0; i < 4; i++)
+                           "_new_signs", "nbytes"};
+    PyObject **slots[] = {&gs_check_py, &gs_now_py, &gs_rest_py, &gs_new_signs, &gs_nbytes};
+    for (int i = 0; i < 5; i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
     if (PyType_Ready(&GuardCoreType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

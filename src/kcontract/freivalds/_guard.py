@@ -735,7 +735,7 @@ class Guard(_GuardCore or _GuardCorePy, contextlib.ContextDecorator):
 if _GuardCore is not None:
     Guard._check_linear_py, Guard._linear_now_py = Guard.check_linear, Guard._linear_now
     del Guard.check_linear, Guard._linear_now
-    _core._fastc.guard_consts(_clock, _STEP, _SEED_MASK, ROW_RELIEF_MIN)
+    _core._fastc.guard_consts(_clock, _STEP, _SEED_MASK, ROW_RELIEF_MIN, DEFER_PRODUCT_BYTES)
 
 
 #: the shapes (of x and out) a weight's fast lean check is kept for
