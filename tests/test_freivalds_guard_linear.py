@@ -655,7 +655,7 @@ def test_the_remembered_check_reads_versions_and_addresses_either_way(registered
         g.check_linear(x, w, bad)
         assert g.checked == 7 and g.failed == 1
     finally:
-        fastc.set_tensor_access(base["_version"], base["data_ptr"])
+        fastc.set_tensor_access(base["_version"], base["data_ptr"], torch.Tensor)
 
 
 def test_without_tensor_guards_the_checks_read_each_property(monkeypatch):
@@ -876,18 +876,18 @@ def test_the_compiled_check_linear_hands_every_other_call_to_the_python_method(m
     for _ in range(3):
         g.check_linear(x, w, out, b)
     assert len(seen) == 7 and g.stats.sampled_out == 3
-    g.sample, g.defer = 1.0, True
+    g.sample, g.defer = 1.0, True  # (recorded by the compiled call itself)
     g.check_linear(x, w, out, b)
-    assert len(seen) == 8 and len(g._pending) == 1
+    assert len(seen) == 7 and len(g._pending) == 1
     g.flush()
     g.defer = False
     n = g.checked
     g.check_linear(x, w, out, b)
-    assert len(seen) == 8 and g.checked == n + 1
+    assert len(seen) == 7 and g.checked == n + 1
     nc = Guard(seed=1, cache_weights=False)
     for _ in range(2):
         nc.check_linear(x, w, out, b)
-    assert len(seen) == 10 and nc.checked == 2 and nc.stats.cache_hits == 0
+    assert len(seen) == 9 and nc.checked == 2 and nc.stats.cache_hits == 0
     with pytest.raises(TypeError):  # not a guard
         Guard.check_linear(object(), x, w, out)
 
@@ -928,11 +928,13 @@ def test_the_compiled_books_keep_what_the_python_books_keep():
 
 @compiled_methods
 @needs_guards
-def test_a_deferring_guards_large_products_take_the_compiled_call(monkeypatch):
-    """A deferring guard's product of more than DEFER_PRODUCT_BYTES is checked at once by
-    the compiled check_linear itself (its sizes read off the tensors); a small one goes to
-    the Python method, which defers it; both are checked, and a wrong element in either is
-    caught."""
+def test_a_deferring_guards_products_take_the_compiled_call(monkeypatch):
+    """A deferring guard's calls never reach the Python method: the compiled check_linear
+    records a product of at most DEFER_PRODUCT_BYTES as the Python method does (the
+    tensors and their version counters), checks a larger one at once (its sizes read off
+    the tensors), and one beyond defer_bytes or of inference tensors at once; the flush
+    checks what it recorded, skips a product changed in place since, and a wrong element
+    is caught either way."""
     from kcontract.freivalds._guard import DEFER_PRODUCT_BYTES
 
     big = layer(DEFER_PRODUCT_BYTES // (4 * (256 + 128)) + 1, 256, 128, torch.float32,
@@ -946,15 +948,26 @@ def test_a_deferring_guards_large_products_take_the_compiled_call(monkeypatch):
     for _ in range(3):
         for x, w, _ in (big, small):
             g.check_linear(x, w, product(x, w, None))
-    # (the big ones never reach the Python method: the compiled call's, the first ones
-    # continued by _linear_rest, which fills the cache and remembers the check)
-    assert len(seen) == 3 and all(x is small[0] for x in seen)
-    assert len(g._pending) == 3 and g.checked == 3
+    assert seen == [] and len(g._pending) == 3 and g.checked == 3
+    assert all(p[0] is small[0] and p[4] == (small[0]._version, small[1]._version,
+                                              p[2]._version, None) and p[5] is True
+               for p in g._pending)
+    assert g._pending_bytes == 3 * (small[0].nbytes + g._pending[0][2].nbytes)
+    g._pending[1][2].add_(0.0)  # (an in-place change of one recorded output: skipped)
     g.flush()
-    assert g.checked == 6 and g.failed == 0 and id(big[1]) in g._fast
+    assert g.checked == 5 and g.failed == 0 and g.stats.skipped == 1
+    assert not g._pending and g._pending_bytes == 0
     for x, w, _ in (big, small):
         bad = product(x, w, None)
-        bad[5, 9] += 0.25 * float(bad.abs().max())
+        bad[5, 7] += 0.25 * float(bad.abs().max())
         g.check_linear(x, w, bad)
     g.flush()
-    assert g.failed == 2 and g.checked == 8
+    assert g.failed == 2 and g.checked == 7
+    g.defer_bytes = small[0].nbytes  # (no room: at once)
+    g.check_linear(*small[:2], product(*small[:2], None))
+    assert not g._pending and g.checked == 8
+    g.defer_bytes = 1 << 30
+    with torch.inference_mode():  # (no version counters: at once)
+        xi, wi = small[0].clone(), small[1].clone()
+        g.check_linear(xi, wi, product(xi, wi, None))
+    assert not g._pending and g.checked == 9 and seen == []

@@ -2345,6 +2345,8 @@ static PyObject *str_version, *str_data_ptr;
  * after a product: 7 us for w._version against 5 for a call that does nothing, medians of
  * 300); NULL: looked up */
 static PyObject *version_get, *data_ptr_fn;
+/* torch.Tensor (set_tensor_access): the type whose products a deferring guard records in C */
+static PyObject *tensor_type;
 
 /* a tensor's version counter (new reference; NULL with the error set) */
 static PyObject *tensor_version(PyObject *t) {
@@ -2359,14 +2361,16 @@ static PyObject *tensor_data_ptr(PyObject *t) {
     return PyObject_CallMethodNoArgs(t, str_data_ptr);
 }
 
-/* set_tensor_access(version_descriptor, data_ptr_descriptor): see version_get; (None,
- * None) forgets them */
+/* set_tensor_access(version_descriptor, data_ptr_descriptor[, tensor_type]): see
+ * version_get; (None, None) forgets them; tensor_type: see tensor_type (None: none) */
 static PyObject *set_tensor_access(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || (args[0] == Py_None) != (args[1] == Py_None)
+    if ((nargs != 2 && nargs != 3) || (args[0] == Py_None) != (args[1] == Py_None)
         || (args[0] != Py_None && (Py_TYPE(args[0])->tp_descr_get == NULL
-                                   || !PyCallable_Check(args[1])))) {
+                                   || !PyCallable_Check(args[1])))
+        || (nargs == 3 && args[2] != Py_None && !PyType_Check(args[2]))) {
         PyErr_SetString(PyExc_TypeError, "set_tensor_access(version getset descriptor, "
-                                         "data_ptr method descriptor), or (None, None)");
+                                         "data_ptr method descriptor[, torch.Tensor]), or "
+                                         "(None, None[, None])");
         return NULL;
     }
     Py_CLEAR(version_get);
@@ -2374,6 +2378,10 @@ static PyObject *set_tensor_access(PyObject *self, PyObject *const *args, Py_ssi
     if (args[0] != Py_None) {
         version_get = Py_NewRef(args[0]);
         data_ptr_fn = Py_NewRef(args[1]);
+    }
+    if (nargs == 3) { /* (two arguments: the tensor type as it was) */
+        Py_CLEAR(tensor_type);
+        if (args[2] != Py_None) tensor_type = Py_NewRef(args[2]);
     }
     Py_RETURN_NONE;
 }
@@ -2565,6 +2573,8 @@ typedef struct {
     double last_ratio;        /* else the last passing remembered check's: its ratio, */
     uint64_t last_seed;       /* seed, (M, K, N) and operands' format name */
     PyObject *last_shape, *last_name;
+    PyObject *pending;        /* deferred linear checks: (x, w, out, bias, versions, tr) */
+    long long pending_bytes, defer_bytes;
 } GuardCore;
 
 static PyTypeObject GuardCoreType;
@@ -2642,6 +2652,37 @@ done:
     return res;
 }
 
+/* a deferring guard's product recorded as _check_linear_py records it (x, w, out, bias,
+ * their version counters, tr): 1; 0 where it is not to be deferred (an inference tensor:
+ * no version counter); -1 with an error */
+static int core_defer(GuardCore *c, PyObject *x, PyObject *w, PyObject *out, PyObject *bias,
+                      PyObject *tr, long long size) {
+    PyObject *v[4] = {NULL, NULL, NULL, Py_NewRef(Py_None)}, *t[4] = {x, w, out, bias};
+    int rc = -1;
+    for (int i = 0; i < 4; i++) {
+        if (i == 3 && bias == Py_None) break;
+        if (i == 3) Py_CLEAR(v[3]);
+        if ((v[i] = tensor_version(t[i])) == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+                PyErr_Clear();
+                rc = 0;
+            }
+            goto done;
+        }
+    }
+    PyObject *ver = PyTuple_Pack(4, v[0], v[1], v[2], v[3]);
+    PyObject *item = ver == NULL ? NULL : PyTuple_Pack(6, x, w, out, bias, ver, tr);
+    Py_XDECREF(ver);
+    if (item != NULL && PyList_Append(c->pending, item) == 0) {
+        c->pending_bytes += size;
+        rc = 1;
+    }
+    Py_XDECREF(item);
+done:
+    for (int i = 0; i < 4; i++) Py_XDECREF(v[i]);
+    return rc;
+}
+
 /* check_linear(self, x, weight, out, bias=None, *, transposed=True) */
 static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
@@ -2652,9 +2693,12 @@ static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t na
         && (nk == 0 || (nk == 1 && PyUnicode_CompareWithASCIIString(
                                        PyTuple_GET_ITEM(kwnames, 0), "transposed") == 0))) {
         int now = c->quick;
-        if (!now && c->defer && c->sample >= 1.0 && c->cache_weights && g_defer_product >= 0) {
-            /* a deferring guard's product too large to defer: checked at once, as
-             * _check_linear_py does (anything unlike a tensor: there) */
+        PyObject *bias = nargs == 4 ? args[3] : Py_None, *tr = nk ? args[nargs] : Py_True;
+        if (!now && c->defer && c->sample >= 1.0 && c->cache_weights && g_defer_product >= 0
+            && tensor_type != NULL) {
+            /* a deferring guard's product: recorded, or (too large to defer, a plain
+             * tensor's only, beyond defer_bytes, an inference tensor's) checked at once,
+             * as _check_linear_py does (anything unlike a tensor: there) */
             long long size = 0;
             for (int i = 0; i < 3; i += 2) {
                 PyObject *nb = PyObject_GetAttr(args[i], gs_nbytes);
@@ -2667,11 +2711,18 @@ static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t na
                 }
                 size += b;
             }
-            now = size > g_defer_product;
+            if (size >= 0) {
+                if (size <= g_defer_product && (PyObject *)Py_TYPE(args[2]) == tensor_type
+                    && c->pending != NULL && PyList_CheckExact(c->pending)
+                    && c->pending_bytes + size <= c->defer_bytes) {
+                    int r = core_defer(c, args[0], args[1], args[2], bias, tr, size);
+                    if (r < 0) return NULL;
+                    if (r > 0) Py_RETURN_NONE;
+                }
+                now = 1;
+            }
         }
-        if (now)
-            return core_now(c, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
-                            nk ? args[nargs] : Py_True);
+        if (now) return core_now(c, args[0], args[1], args[2], bias, tr);
     }
     /* the Python method, with the arguments as given */
     PyObject *small[8], **a = small;
@@ -2810,7 +2861,40 @@ static int core_set_dict(PyObject *g, PyObject *v, void *closure) {
     return 0;
 }
 
+static PyObject *core_get_pending(PyObject *g, void *closure) {
+    PyObject *p = ((GuardCore *)g)->pending;
+    return Py_NewRef(p == NULL ? Py_None : p);
+}
+
+static int core_set_pending(PyObject *g, PyObject *v, void *closure) {
+    if (v == NULL || !PyList_CheckExact(v)) {
+        PyErr_SetString(PyExc_TypeError, "a guard's deferred checks must be a list");
+        return -1;
+    }
+    Py_XSETREF(((GuardCore *)g)->pending, Py_NewRef(v));
+    return 0;
+}
+
+/* _pending_bytes and defer_bytes (closure: the field's offset) */
+static PyObject *core_get_bytes(PyObject *g, void *closure) {
+    return PyLong_FromLongLong(*(long long *)((char *)g + (size_t)closure));
+}
+
+static int core_set_bytes(PyObject *g, PyObject *v, void *closure) {
+    long long b = v == NULL ? -1 : PyLong_AsLongLong(v);
+    if (v == NULL) PyErr_SetString(PyExc_AttributeError, "a guard's byte count cannot be deleted");
+    if (b == -1 && PyErr_Occurred()) return -1;
+    *(long long *)((char *)g + (size_t)closure) = b;
+    return 0;
+}
+
 static PyGetSetDef core_getset[] = {
+    {"_pending", core_get_pending, core_set_pending,
+     "deferred linear checks: (x, w, out, bias, versions, transposed)", NULL},
+    {"_pending_bytes", core_get_bytes, core_set_bytes, "bytes of the deferred products",
+     (void *)offsetof(GuardCore, pending_bytes)},
+    {"defer_bytes", core_get_bytes, core_set_bytes, "the most bytes of deferred products",
+     (void *)offsetof(GuardCore, defer_bytes)},
     {"sample", core_get_sample, core_set_sample, "fraction of calls checked", NULL},
     {"defer", core_get_flag, core_set_flag, "whether linear checks are deferred",
      (void *)offsetof(GuardCore, defer)},
@@ -2857,6 +2941,7 @@ static int core_traverse(PyObject *g, visitproc visit, void *arg) {
     Py_VISIT(c->last_obj);
     Py_VISIT(c->last_shape);
     Py_VISIT(c->last_name);
+    Py_VISIT(c->pending);
     return 0;
 }
 
@@ -2867,6 +2952,7 @@ static int core_clear(PyObject *g) {
     Py_CLEAR(c->last_obj);
     Py_CLEAR(c->last_shape);
     Py_CLEAR(c->last_name);
+    Py_CLEAR(c->pending);
     return 0;
 }
 
@@ -2884,7 +2970,8 @@ static PyObject *core_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     core_quick(c);
     c->fast = PyDict_New();
     c->fast_mm = PyDict_New();
-    if (c->fast == NULL || c->fast_mm == NULL) {
+    c->pending = PyList_New(0);
+    if (c->fast == NULL || c->fast_mm == NULL || c->pending == NULL) {
         Py_DECREF(c);
         return NULL;
     }
@@ -3768,8 +3855,9 @@ static PyMethodDef methods[] = {
      "peek(address, offsets, itemsize[, expected]) -> the elements' bytes at those offsets, "
      "or whether they are the expected ones"},
     {"set_tensor_access", (PyCFunction)(void (*)(void))set_tensor_access, METH_FASTCALL,
-     "set_tensor_access(version, data_ptr): torch's TensorBase._version descriptor and "
-     "TensorBase.data_ptr, called directly by lean (None, None: looked up by name)"},
+     "set_tensor_access(version, data_ptr[, tensor_type]): torch's TensorBase._version "
+     "descriptor and TensorBase.data_ptr, called directly by lean (None, None: looked up by "
+     "name), and torch.Tensor, whose products a deferring GuardCore records (None: none)"},
     {"own_gemv", (PyCFunction)(void (*)(void))own_gemv_py, METH_FASTCALL,
      "own_gemv(M, K) -> whether a check's float32 product X v (M x K, row-major) is the "
      "row kernel's (rows_dot, on the pool) rather than the back end's BLAS gemv"},

@@ -815,7 +815,7 @@ def _torch():
         base = getattr(torch._C, "TensorBase", None)
         slots = getattr(base, "__dict__", {})
         if "_version" in slots and "data_ptr" in slots:
-            _core._fastc.set_tensor_access(slots["_version"], slots["data_ptr"])
+            _core._fastc.set_tensor_access(slots["_version"], slots["data_ptr"], torch.Tensor)
     _TORCH = torch
     return torch
 
