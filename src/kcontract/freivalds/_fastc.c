@@ -2607,6 +2607,10 @@ static int core_tally(GuardCore *c, int transposed, double seconds) {
 static PyObject *core_now(GuardCore *c, PyObject *x, PyObject *w, PyObject *out,
                           PyObject *bias, PyObject *tr) {
     PyObject *g = (PyObject *)c;
+    if (g_clock == NULL) { /* (a GuardCore made outside kcontract.freivalds._guard) */
+        PyErr_SetString(PyExc_RuntimeError, "GuardCore: guard_consts has not been called");
+        return NULL;
+    }
     int transposed = PyObject_IsTrue(tr);
     if (transposed < 0) return NULL;
     if (!c->cache_weights) {
