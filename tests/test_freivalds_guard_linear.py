@@ -16,6 +16,12 @@ from kcontract.freivalds._guard import Guard  # noqa: E402
 F = torch.nn.functional
 
 
+#: the tests of the compiled paths (the lean linear check, the remembered one): without
+#: the compiled helper every check goes through verify, which the other tests cover
+needs_helper = pytest.mark.skipif(getattr(_core._fastc, "lean", None) is None,
+                                  reason="without the compiled helper")
+
+
 def layer(M, K, N, dtype, bias, seed=0):
     g = torch.Generator().manual_seed(seed)
     w = torch.nn.Parameter((torch.randn(N, K, generator=g) / K ** 0.5).to(dtype),
@@ -39,6 +45,7 @@ def counting(monkeypatch):
     return seen
 
 
+@needs_helper
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("M", [1, 16, 300])
@@ -57,6 +64,7 @@ def test_a_cached_linear_check_takes_the_compiled_path_and_passes(monkeypatch, d
     assert res.passed and res.shape == ((), M, 512, 384) and 0.0 <= res.ratio <= 1.0
 
 
+@needs_helper
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 def test_the_compiled_linear_check_decides_as_verify(dtype, bias):
@@ -111,6 +119,7 @@ def unequal_rows(bias):
     return x, w, b
 
 
+@needs_helper
 @pytest.mark.parametrize("bias", [False, True])
 def test_rows_of_unequal_norms_pass_in_the_compiled_second_look(monkeypatch, bias):
     x, w, b = unequal_rows(bias)
@@ -169,6 +178,7 @@ def test_an_updated_weight_or_bias_is_never_checked_against_its_old_projection(d
         assert g.failed == 2 and g.checked == 6
 
 
+@needs_helper
 def test_the_mode_checks_nn_linear_through_check_linear(monkeypatch):
     lin = torch.nn.Linear(256, 128)
     x = torch.randn(4, 10, 256)
@@ -379,6 +389,7 @@ def test_a_bad_refresh_is_a_usage_error(refresh):
         Guard(refresh=refresh)
 
 
+@needs_helper
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_honest_products_with_a_bias_pass_across_draws_of_the_signs(monkeypatch, dtype):
     """After each draw the weight's projection and the bias's b . r are made anew once
@@ -393,6 +404,7 @@ def test_honest_products_with_a_bias_pass_across_draws_of_the_signs(monkeypatch,
     assert len(seen) == 5  # the first check and one after each of the 4 draws
 
 
+@needs_helper
 @pytest.mark.parametrize("write", ["data", "numpy", "data swap"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_weight_written_behind_its_version_counter_gets_a_new_projection(write, dtype):
@@ -449,6 +461,7 @@ needs_guards = pytest.mark.skipif(not _tensorguards.tensor_guards(),
                                   reason="torch without a usable TensorGuards")
 
 
+@needs_helper
 @needs_guards
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("bias", [False, True])
@@ -472,6 +485,7 @@ def test_repeated_checks_take_the_path_without_property_reads(monkeypatch, dtype
     assert ref.passed and ref.screen_ratio == ratio
 
 
+@needs_helper
 @needs_guards
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_wrong_element_is_caught_after_the_path_is_taken(monkeypatch, bias):
@@ -499,6 +513,7 @@ def test_a_wrong_element_is_caught_after_the_path_is_taken(monkeypatch, bias):
 @needs_guards
 @pytest.mark.parametrize("case", ["neg", "strided", "subclass", "grad", "dtype", "shape",
                                   "other bias", "no bias"])
+@needs_helper
 def test_tensors_unlike_the_remembered_ones_are_read_anew(monkeypatch, case):
     """Each difference the remembered check must see sends the call back to the
     property-reading path (or verify), whose verdict stands: honest products pass, and a
@@ -539,6 +554,7 @@ def test_tensors_unlike_the_remembered_ones_are_read_anew(monkeypatch, case):
     assert len(lean) == 1
 
 
+@needs_helper
 @needs_guards
 def test_a_weight_keeps_the_path_for_its_latest_shapes(monkeypatch):
     x, w, _ = layer(64, 256, 192, torch.float32, False, 7)
@@ -556,6 +572,7 @@ def test_a_weight_keeps_the_path_for_its_latest_shapes(monkeypatch):
     assert [m for _, m, _ in g._fast[id(w)].guards] == [8, 1, 64] and len(lean) == 5
 
 
+@needs_helper
 @needs_guards
 def test_new_signs_forget_the_remembered_checks():
     x, w, _ = layer(16, 256, 192, torch.float32, False, 2)
@@ -568,6 +585,7 @@ def test_new_signs_forget_the_remembered_checks():
     assert id(w) not in g._fast and g.failed == 0
 
 
+@needs_helper
 @needs_guards
 def test_the_lean_checks_tally_counts_as_each_check_would_and_keeps_the_refresh_points(
         monkeypatch):
@@ -619,6 +637,7 @@ def test_the_lean_checks_tally_counts_as_each_check_would_and_keeps_the_refresh_
     assert guards[1].stats.seconds > 0 and guards[1]._tally[4] == 0
 
 
+@needs_helper
 @needs_guards
 @pytest.mark.parametrize("registered", [True, False])
 def test_the_remembered_check_reads_versions_and_addresses_either_way(registered,
@@ -720,6 +739,7 @@ def test_an_element_changed_in_place_is_seen_by_the_remembered_check(what):
     assert g.failed == 1 and g.checked == 5
 
 
+@needs_helper
 @needs_guards
 def test_the_compiled_remembered_check_refuses_what_is_not_its_entry():
     lean = _guard._LEAN_C
@@ -742,6 +762,7 @@ def test_the_compiled_remembered_check_refuses_what_is_not_its_entry():
     assert seed == 7 and shape == (16, 256, 192) and name == "float32" and 0 <= ratio <= 1
 
 
+@needs_helper
 @needs_guards
 def test_a_remembered_check_holds_no_activation():
     """The remembered TensorGuards keep the tensors' properties, not the tensors: x and
@@ -762,6 +783,7 @@ def test_a_remembered_check_holds_no_activation():
 
 # --- addmm with a layer's K x N weight (GPT-2's Conv1D): check_linear(transposed=False) ----
 
+@needs_helper
 @needs_guards
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_addmm_layers_take_the_linear_checks_paths_and_catch_a_wrong_element(
