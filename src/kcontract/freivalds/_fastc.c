@@ -2559,12 +2559,12 @@ static PyObject *lean(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * made or freed costs cache misses: measured right after a 1 x 4096 x 4096 float32
  * product (2-core Zen 4, timestamps in the call, medians of 300), the bookkeeping through
  * the guard's attributes took ~6 us of a 26-29 us check, and the two Python frames before
- * that another ~4 us. */
+ * that another 1-5 us (A/B). */
 
 typedef struct {
     PyObject_HEAD
     double sample;
-    char defer, cache_weights, quick, has_room, last_c;
+    char defer, cache_weights, has_room, last_c;
     uint64_t seed_at;
     long long n[2], hits, room;
     double sec[2];
@@ -2590,10 +2590,6 @@ static double g_relief;
  * (_guard.DEFER_PRODUCT_BYTES); -1: every call of a deferring guard goes to Python */
 static long long g_defer_product = -1;
 
-static void core_quick(GuardCore *c) {
-    c->quick = c->sample >= 1.0 && !c->defer && c->cache_weights;
-}
-
 /* a passing check in the tally: 1 where the cache hits reach the room (fresh signs due) */
 static int core_tally(GuardCore *c, int transposed, double seconds) {
     int i = transposed ? 0 : 1;
@@ -2613,15 +2609,12 @@ static PyObject *core_now(GuardCore *c, PyObject *x, PyObject *w, PyObject *out,
     }
     int transposed = PyObject_IsTrue(tr);
     if (transposed < 0) return NULL;
-    if (!c->cache_weights) {
-        PyObject *a[6] = {g, x, w, out, bias, tr};
-        return PyObject_VectorcallMethod(gs_now_py, a, 6, NULL);
-    }
     PyObject *t0 = PyObject_CallNoArgs(g_clock);
     if (t0 == NULL) return NULL;
-    PyObject *last = Py_NewRef(Py_None), *res = NULL;
+    /* (no weight cache: False, verify decides) */
+    PyObject *last = Py_NewRef(c->cache_weights ? Py_None : Py_False), *res = NULL;
     PyObject *fast = transposed ? c->fast : c->fast_mm;
-    if (fast != NULL && PyDict_Check(fast) && PyDict_GET_SIZE(fast) > 0) {
+    if (c->cache_weights && fast != NULL && PyDict_Check(fast) && PyDict_GET_SIZE(fast) > 0) {
         uint64_t seed = (c->seed_at + g_step) & g_mask; /* (as Python's ints: below 2^63) */
         Py_INCREF(fast); /* (held while torch's calls run) */
         Py_SETREF(last, lean_lookup(fast, x, out, w, bias, seed, g_relief));
@@ -2661,11 +2654,9 @@ done:
  * no version counter); -1 with an error */
 static int core_defer(GuardCore *c, PyObject *x, PyObject *w, PyObject *out, PyObject *bias,
                       PyObject *tr, long long size) {
-    PyObject *v[4] = {NULL, NULL, NULL, Py_NewRef(Py_None)}, *t[4] = {x, w, out, bias};
+    PyObject *v[4] = {NULL, NULL, NULL, NULL}, *t[4] = {x, w, out, bias};
     int rc = -1;
-    for (int i = 0; i < 4; i++) {
-        if (i == 3 && bias == Py_None) break;
-        if (i == 3) Py_CLEAR(v[3]);
+    for (int i = 0; i < (bias == Py_None ? 3 : 4); i++) {
         if ((v[i] = tensor_version(t[i])) == NULL) {
             if (PyErr_ExceptionMatches(PyExc_RuntimeError)) {
                 PyErr_Clear();
@@ -2674,7 +2665,7 @@ static int core_defer(GuardCore *c, PyObject *x, PyObject *w, PyObject *out, PyO
             goto done;
         }
     }
-    PyObject *ver = PyTuple_Pack(4, v[0], v[1], v[2], v[3]);
+    PyObject *ver = PyTuple_Pack(4, v[0], v[1], v[2], v[3] == NULL ? Py_None : v[3]);
     PyObject *item = ver == NULL ? NULL : PyTuple_Pack(6, x, w, out, bias, ver, tr);
     Py_XDECREF(ver);
     if (item != NULL && PyList_Append(c->pending, item) == 0) {
@@ -2687,6 +2678,23 @@ done:
     return rc;
 }
 
+/* x.nbytes + out.nbytes; -1 (no error set) where either is not a count of bytes */
+static long long product_bytes(PyObject *x, PyObject *out) {
+    long long size = 0;
+    PyObject *t[2] = {x, out};
+    for (int i = 0; i < 2; i++) {
+        PyObject *nb = PyObject_GetAttr(t[i], gs_nbytes);
+        long long b = nb == NULL ? -1 : PyLong_AsLongLong(nb);
+        Py_XDECREF(nb);
+        if (b < 0) {
+            PyErr_Clear();
+            return -1;
+        }
+        size += b;
+    }
+    return size;
+}
+
 /* check_linear(self, x, weight, out, bias=None, *, transposed=True) */
 static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
@@ -2696,34 +2704,23 @@ static PyObject *core_check_linear(PyObject *g, PyObject *const *args, size_t na
     if ((nargs == 3 || nargs == 4)
         && (nk == 0 || (nk == 1 && PyUnicode_CompareWithASCIIString(
                                        PyTuple_GET_ITEM(kwnames, 0), "transposed") == 0))) {
-        int now = c->quick;
+        /* (sampled or without a weight cache: the Python method) */
+        int now = c->sample >= 1.0 && c->cache_weights;
         PyObject *bias = nargs == 4 ? args[3] : Py_None, *tr = nk ? args[nargs] : Py_True;
-        if (!now && c->defer && c->sample >= 1.0 && c->cache_weights && g_defer_product >= 0
-            && tensor_type != NULL) {
+        if (now && c->defer) {
             /* a deferring guard's product: recorded, or (too large to defer, a plain
              * tensor's only, beyond defer_bytes, an inference tensor's) checked at once,
-             * as _check_linear_py does (anything unlike a tensor: there) */
-            long long size = 0;
-            for (int i = 0; i < 3; i += 2) {
-                PyObject *nb = PyObject_GetAttr(args[i], gs_nbytes);
-                long long b = nb == NULL ? -1 : PyLong_AsLongLong(nb);
-                Py_XDECREF(nb);
-                if (b < 0) {
-                    PyErr_Clear();
-                    size = -1;
-                    break;
-                }
-                size += b;
-            }
-            if (size >= 0) {
-                if (size <= g_defer_product && (PyObject *)Py_TYPE(args[2]) == tensor_type
-                    && c->pending != NULL && PyList_CheckExact(c->pending)
-                    && c->pending_bytes + size <= c->defer_bytes) {
-                    int r = core_defer(c, args[0], args[1], args[2], bias, tr, size);
-                    if (r < 0) return NULL;
-                    if (r > 0) Py_RETURN_NONE;
-                }
-                now = 1;
+             * as _check_linear_py does (anything unlike a tensor, or torch's type not yet
+             * registered: there) */
+            long long size = g_defer_product >= 0 && tensor_type != NULL
+                                 ? product_bytes(args[0], args[2]) : -1;
+            now = size >= 0;
+            if (now && size <= g_defer_product && (PyObject *)Py_TYPE(args[2]) == tensor_type
+                && c->pending != NULL && PyList_CheckExact(c->pending)
+                && c->pending_bytes + size <= c->defer_bytes) {
+                int r = core_defer(c, args[0], args[1], args[2], bias, tr, size);
+                if (r < 0) return NULL;
+                if (r > 0) Py_RETURN_NONE;
             }
         }
         if (now) return core_now(c, args[0], args[1], args[2], bias, tr);
@@ -2784,7 +2781,6 @@ static int core_set_sample(PyObject *g, PyObject *v, void *closure) {
     if (v == NULL) PyErr_SetString(PyExc_AttributeError, "sample cannot be deleted");
     if (PyErr_Occurred()) return -1;
     ((GuardCore *)g)->sample = s;
-    core_quick((GuardCore *)g);
     return 0;
 }
 
@@ -2798,7 +2794,6 @@ static int core_set_flag(PyObject *g, PyObject *v, void *closure) {
     if (v == NULL) PyErr_SetString(PyExc_AttributeError, "a guard's flag cannot be deleted");
     if (f < 0) return -1;
     *((char *)g + (size_t)closure) = (char)f;
-    core_quick((GuardCore *)g);
     return 0;
 }
 
@@ -2851,31 +2846,20 @@ static int core_set_room(PyObject *g, PyObject *v, void *closure) {
     return 0;
 }
 
-static PyObject *core_get_dict(PyObject *g, void *closure) {
+/* _fast, _fast_mm (dicts) and _pending (a list) (closure: the field's offset) */
+static PyObject *core_get_held(PyObject *g, void *closure) {
     PyObject *d = *(PyObject **)((char *)g + (size_t)closure);
     return Py_NewRef(d == NULL ? Py_None : d);
 }
 
-static int core_set_dict(PyObject *g, PyObject *v, void *closure) {
-    if (v == NULL || !PyDict_Check(v)) {
-        PyErr_SetString(PyExc_TypeError, "a guard's remembered checks must be a dict");
+static int core_set_held(PyObject *g, PyObject *v, void *closure) {
+    int list = (size_t)closure == offsetof(GuardCore, pending);
+    if (v == NULL || (list ? !PyList_CheckExact(v) : !PyDict_Check(v))) {
+        PyErr_SetString(PyExc_TypeError, list ? "a guard's deferred checks must be a list"
+                                              : "a guard's remembered checks must be a dict");
         return -1;
     }
     Py_XSETREF(*(PyObject **)((char *)g + (size_t)closure), Py_NewRef(v));
-    return 0;
-}
-
-static PyObject *core_get_pending(PyObject *g, void *closure) {
-    PyObject *p = ((GuardCore *)g)->pending;
-    return Py_NewRef(p == NULL ? Py_None : p);
-}
-
-static int core_set_pending(PyObject *g, PyObject *v, void *closure) {
-    if (v == NULL || !PyList_CheckExact(v)) {
-        PyErr_SetString(PyExc_TypeError, "a guard's deferred checks must be a list");
-        return -1;
-    }
-    Py_XSETREF(((GuardCore *)g)->pending, Py_NewRef(v));
     return 0;
 }
 
@@ -2893,8 +2877,9 @@ static int core_set_bytes(PyObject *g, PyObject *v, void *closure) {
 }
 
 static PyGetSetDef core_getset[] = {
-    {"_pending", core_get_pending, core_set_pending,
-     "deferred linear checks: (x, w, out, bias, versions, transposed)", NULL},
+    {"_pending", core_get_held, core_set_held,
+     "deferred linear checks: (x, w, out, bias, versions, transposed)",
+     (void *)offsetof(GuardCore, pending)},
     {"_pending_bytes", core_get_bytes, core_set_bytes, "bytes of the deferred products",
      (void *)offsetof(GuardCore, pending_bytes)},
     {"defer_bytes", core_get_bytes, core_set_bytes, "the most bytes of deferred products",
@@ -2912,9 +2897,9 @@ static PyGetSetDef core_getset[] = {
     {"_tally", core_get_tally, NULL,
      "passing remembered checks not yet in stats: [linear's checks, seconds, addmm's checks, "
      "seconds, cache hits]", NULL},
-    {"_fast", core_get_dict, core_set_dict, "id(weight) -> _Lean, N x K weights",
+    {"_fast", core_get_held, core_set_held, "id(weight) -> _Lean, N x K weights",
      (void *)offsetof(GuardCore, fast)},
-    {"_fast_mm", core_get_dict, core_set_dict, "id(weight) -> _Lean, K x N weights",
+    {"_fast_mm", core_get_held, core_set_held, "id(weight) -> _Lean, K x N weights",
      (void *)offsetof(GuardCore, fast_mm)},
     {NULL},
 };
@@ -2971,7 +2956,6 @@ static PyObject *core_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (c == NULL) return NULL;
     c->sample = 1.0;
     c->cache_weights = 1;
-    core_quick(c);
     c->fast = PyDict_New();
     c->fast_mm = PyDict_New();
     c->pending = PyList_New(0);

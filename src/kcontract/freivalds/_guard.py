@@ -532,34 +532,22 @@ class Guard(_GuardCore or _GuardCorePy, contextlib.ContextDecorator):
         self._linear_now(x, weight, out, bias, transposed)
 
     def _linear_now(self, x, weight, out, bias, transposed: bool = True) -> None:
-        """:meth:`check_linear` after sampling: the lean paths (the remembered one, else
-        the one that reads each property), else :func:`verify` -- at once where the
-        remembered check was made and a row is beyond its screen (the other lean check would
-        make the same products again).  (A passing lean check is tallied (``_tally_add``),
-        counted in :attr:`stats` when they are read (:meth:`_fold`): calling :meth:`_count`
-        and :meth:`_cache_hit` cost 1-2.6 us of a 36-74 us check at M = 1 right after a
-        product, medians of 400.)  With the compiled helper this is ``_linear_now_py``: the
-        guard's ``_linear_now`` is GuardCore's, which does the same in C (see ``_fastc``)
-        and hands what follows the remembered check to :meth:`_linear_rest`."""
-        if self.cache_weights:
-            t0 = _clock()
-            last = None
-            fast = self._fast if transposed else self._fast_mm
-            if fast:  # the remembered lean check, in one compiled call (see _remember)
-                seed = (self._seed_at + _STEP) & _SEED_MASK
-                last = _LEAN_C(fast, x, out, weight, bias, seed, ROW_RELIEF_MIN)
-                if last is not None and last is not False:
-                    self._seed_at = seed
-                    self._last = last
-            return self._linear_rest(x, weight, out, bias, transposed, last, t0)
-        self._check_product("linear" if transposed else "addmm", x,
-                            weight.T if transposed else weight, out, bias=bias,
-                            weight=weight, transposed=transposed)
+        """:meth:`check_linear` after sampling: the lean check that reads each property,
+        else :func:`verify` (without a weight cache: verify).  With the compiled helper this
+        is ``_linear_now_py`` and the guard's ``_linear_now`` is GuardCore's, which first
+        makes the remembered check (the guard's ``_fast`` entries, see :meth:`_remember`)
+        and hands what follows it to :meth:`_linear_rest`; without the helper nothing is
+        remembered."""
+        return self._linear_rest(x, weight, out, bias, transposed,
+                                 None if self.cache_weights else False, _clock())
 
     def _linear_rest(self, x, weight, out, bias, transposed, last, t0) -> None:
         """:meth:`_linear_now` after the remembered check (``last``: its result, None where
-        it was not made; ``t0``: the clock when the check began): the lean check that reads
-        each property where the remembered one was not made, a passing one tallied, else
+        it was not made, False where verify is to decide; ``t0``: the clock when the check
+        began): the lean check that reads each property where the remembered one was not
+        made, a passing one tallied (``_tally_add``, counted in :attr:`stats` when they are
+        read, :meth:`_fold`: calling :meth:`_count` and :meth:`_cache_hit` cost 1-2.6 us of
+        a 36-74 us check at M = 1 right after a product, medians of 400), else
         :func:`verify`."""
         if last is None and self._lean_linear(x, weight, out, bias, transposed):
             last = True
