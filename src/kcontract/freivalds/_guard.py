@@ -54,8 +54,11 @@ DEFER_BYTES = 64 << 20
 #: 0.90 of the floor, M = 4 (64 KiB) 0.84 and 0.84, M = 8 (128 KiB) 0.90 and 0.99, M = 16
 #: (256 KiB) 1.22 and 0.92; float32 M = 1 0.88 and 0.83, M = 4 (128 KiB) 0.86 and 0.88,
 #: M = 8 0.94 and 0.89, M = 16 (512 KiB) 0.85 and 0.86; bfloat16 16 x 14336 x 4096
-#: (576 KiB) 1.12 and 0.98.  (Before check_linear was compiled the line was at 2 MiB, with
-#: outputs of more than 256 KiB checked at once: M = 1 at once then cost 1.0-1.3.)
+#: (576 KiB) 1.12 and 0.98.  These with the records still made by the Python method; since
+#: the compiled call records them, M = 1 deferred 0.76 against 0.79 at once (float32) and
+#: 0.62 against 0.76 (bfloat16); the larger sizes not measured again.  (Before check_linear
+#: was compiled the line was at 2 MiB, with outputs of more than 256 KiB checked at once:
+#: M = 1 at once then cost 1.0-1.3.)
 DEFER_PRODUCT_BYTES = 128 << 10
 _TORCH = None  # torch, once a guard needs it (see _torch)
 _clock = time.perf_counter
