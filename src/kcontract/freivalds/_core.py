@@ -296,7 +296,8 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
            accumulate: Optional[str] = None, output_format: Optional[str] = None,
            false_alarm: float = DEFAULT_FALSE_ALARM, max_rows: int = DEFAULT_MAX_ROWS,
            localize: bool = True, repair: bool | str = False, bias=None,
-           groups: int = 1, bound: str = "probabilistic", _pre=None) -> FreivaldsResult:
+           groups: int = 1, bound: str = "probabilistic", _pre=None,
+           _resume: Optional[float] = None) -> FreivaldsResult:
     """Check that ``c`` is ``a @ b`` up to honest floating-point rounding.
 
     ``a`` (..., M, K), ``b`` (..., K, N), ``c`` (..., M, N): numpy arrays or torch
@@ -326,10 +327,12 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     Raises :class:`UsageError` for bad input (shape / dtype mismatch, unsupported
     dtype, bad options) and :class:`NonFiniteOperandError` for NaN/Inf in a or b.
     """
-    t0 = _clock()
+    # (_resume: the start of verify's compiled front, whose common call did not pass the
+    # product with ``seed``: the check goes on from there, as after _common below)
+    t0 = _clock() if _resume is None else _resume
     handed = None  # a screen the compiled common call hands over
-    if (seed is None or type(seed) is int and 0 <= seed <= _M64) and rounds == 1 \
-            and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM and bias is None \
+    if _resume is None and (seed is None or type(seed) is int and 0 <= seed <= _M64) \
+            and rounds == 1 and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM and bias is None \
             and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
@@ -1397,3 +1400,16 @@ def check_product(a, b, c, *, accumulate: str, output_format: str,
     """
     return verify(a, b, c, rounds=rounds, seed=seed, accumulate=accumulate,
                   output_format=output_format, false_alarm=false_alarm, bound=bound)
+
+
+#: verify's compiled front (_fastc.Front): verify(a, b, c) of numpy arrays without options
+#: runs the common call with no Python between (verify, _common and _passing's steps in C);
+#: every other call, every product its call does not pass, and every call after one of the
+#: functions it shortens (below) was replaced in this module is the Python verify above,
+#: whose name, docstring and signature (``__wrapped__``) the front carries
+_FRONT = getattr(_fastc, "Front", None)
+if _FRONT is not None:
+    verify = functools.update_wrapper(
+        _FRONT(verify, _Passed, object.__new__, np.ndarray, _BF16, _F16, _F32,
+               DEFAULT_FALSE_ALARM, _clock, globals(),
+               ("_fastc", "_COMMON", "_common", "_passing", "_clock")), verify)
