@@ -128,8 +128,13 @@ def test_a_compiled_results_list_fields_are_its_own_empty_lists(monkeypatch):
     c = a @ b
     verify(a, b, c)  # (the shape's plan)
     seen = calls(monkeypatch)
-    one, two = verify(a, b, c), verify(a, b, c, seed=9)
-    assert len(seen) == 2 and one.passed and two.passed
+    one = verify(a, b, c)
+    for _ in range(20):  # a fresh seed whose screen clears every row (about 199 in 200 do;
+        if type(one) is _core._Passed:  # the others' results list their screened rows)
+            break
+        one = verify(a, b, c)
+    two = verify(a, b, c, seed=9)
+    assert len(seen) >= 2 and type(one) is _core._Passed and one.passed and two.passed
     names = ("suspect_rows", "suspects", "screened_rows", "suspect_columns", "row_failures")
     for name in names:
         got = getattr(one, name)

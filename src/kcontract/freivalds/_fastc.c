@@ -702,13 +702,21 @@ static inline float hsum256(__m256 a) {
  * with every line, 221-247 with those).  In cache it costs: the rows hot in L2 or L3,
  * one thread, 8.5 -> 10.0 us at 512^2, 33.2 -> 35.6 at 1024^2, 137 -> 162 at 2048^2
  * (best of three medians of 300) -- a check reads its rows right after their product,
- * which has streamed others through the caches. */
+ * which has streamed others through the caches.  The same at 512^3 in a slow phase of
+ * the shared machine (checks at twice their usual time): numpy 69.4 -> 56.2 us (0.99 ->
+ * 0.77 of the floor), torch 73.8 -> 69.6 us (medians of eight alternating runs of 21).
+ * The float32 kernel below (f32_block_avx512) does the same: numpy float32 squares
+ * 223 -> 216 us at 1024^3, 1299 -> 1030 at 2048^3, 5785 -> 3919 at 4096^3 (0.96 / 0.99 /
+ * 1.01 of the floor -> 0.91 / 0.81 / 0.86), 43.2 -> 45.3 us at 512^3 (its rows mostly
+ * in cache; 3-4 alternating runs of 21 each). */
 #define PREFETCH_NEXT(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 /* the bytes from a block's rows (NR of them from row i of M, 16-bit, leading dimension
  * ld) to the next block's, where that block is whole; else 0 (the line being loaded: no
  * prefetch runs past the rows, where it would fetch other memory -- a skinny product's
  * 16 rows of 14336 elements would read 229 KiB more) */
-#define PREFETCH_AHEAD(i, NR, M, ld) ((i) + 2 * (NR) <= (M) ? (Py_ssize_t)(NR) * (ld) * 2 : 0)
+#define PREFETCH_AHEAD(i, NR, M, ld) PREFETCH_AHEAD_OF(i, NR, M, ld, 2)
+#define PREFETCH_AHEAD_OF(i, NR, M, ld, item) \
+    ((i) + 2 * (NR) <= (M) ? (Py_ssize_t)(NR) * (ld) * (item) : 0)
 
 __attribute__((target("avx2,fma")))
 static void bf16_rows_avx2(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t K,
@@ -1218,10 +1226,12 @@ static int half_gemv(const uint16_t *X, Py_ssize_t ld, Py_ssize_t M, Py_ssize_t 
 #ifdef KC_X86
 /* nr (1, 2, or 8 without sums of squares) rows from x[0..nr) of f32_rows_ss_avx512, with
  * their sums of squares where with_ss (both constants where it is called: each row's
- * products are the same either way, and whatever the rows beside it) */
+ * products are the same either way, and whatever the rows beside it); the next block's
+ * rows, pf bytes on, asked into L2 as it goes (see PREFETCH_NEXT) */
 __attribute__((target("avx512f"), always_inline))
 static inline void f32_block_avx512(const float *const *x, int nr, int with_ss, Py_ssize_t K,
-                                    Py_ssize_t kv, const float *v, float *out, double *ss) {
+                                    Py_ssize_t kv, const float *v, float *out, double *ss,
+                                    Py_ssize_t pf) {
     __m512 a[8], b[8];
     __m512d p[8][4];
     for (int r = 0; r < nr; r++) {
@@ -1231,6 +1241,8 @@ static inline void f32_block_avx512(const float *const *x, int nr, int with_ss, 
     for (Py_ssize_t j = 0; j < kv; j += 32) {
         __m512 e = _mm512_loadu_ps(v + j), o = _mm512_loadu_ps(v + j + 16);
         for (int r = 0; r < nr; r++) {
+            PREFETCH_NEXT((const char *)(x[r] + j) + pf);
+            PREFETCH_NEXT((const char *)(x[r] + j + 16) + pf);
             __m512 u0 = _mm512_loadu_ps(x[r] + j), u1 = _mm512_loadu_ps(x[r] + j + 16);
             a[r] = _mm512_fmadd_ps(u0, e, a[r]);
             b[r] = _mm512_fmadd_ps(u1, o, b[r]);
@@ -1262,17 +1274,18 @@ static void f32_rows_ss_avx512(const float *X, Py_ssize_t ld, Py_ssize_t M, Py_s
         for (; i + 8 <= M; i += 8) {
             const float *x[8];
             for (int r = 0; r < 8; r++) x[r] = X + (i + r) * ld;
-            f32_block_avx512(x, 8, 0, K, kv, v, out + i, NULL);
+            f32_block_avx512(x, 8, 0, K, kv, v, out + i, NULL, PREFETCH_AHEAD_OF(i, 8, M, ld, 4));
         }
     for (; i + 2 <= M; i += 2) {
         const float *x[2] = {X + i * ld, X + (i + 1) * ld};
-        if (ss) f32_block_avx512(x, 2, 1, K, kv, v, out + i, ss + i);
-        else f32_block_avx512(x, 2, 0, K, kv, v, out + i, NULL);
+        Py_ssize_t pf = PREFETCH_AHEAD_OF(i, 2, M, ld, 4);
+        if (ss) f32_block_avx512(x, 2, 1, K, kv, v, out + i, ss + i, pf);
+        else f32_block_avx512(x, 2, 0, K, kv, v, out + i, NULL, pf);
     }
     if (i < M) {  /* an odd last row on its own */
         const float *x[1] = {X + i * ld};
-        if (ss) f32_block_avx512(x, 1, 1, K, kv, v, out + i, ss + i);
-        else f32_block_avx512(x, 1, 0, K, kv, v, out + i, NULL);
+        if (ss) f32_block_avx512(x, 1, 1, K, kv, v, out + i, ss + i, 0);
+        else f32_block_avx512(x, 1, 0, K, kv, v, out + i, NULL, 0);
     }
 }
 #endif
