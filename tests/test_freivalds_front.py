@@ -49,9 +49,8 @@ def recording_front(calls):
         calls.append((len(args), dict(kw)))
         return PY(*args, **kw)
 
-    return fastc.Front(general, _core._Passed, object.__new__, np.ndarray, _core._BF16,
-                       _core._F16, _core._F32, _core.DEFAULT_FALSE_ALARM, _core._clock,
-                       vars(_core), ("_COMMON", "_common", "_passing"))
+    return fastc.Front(general, np.ndarray, _core._BF16, _core._F16, _core._F32, _core._clock,
+                       vars(_core), ("_COMMON", "_common"))
 
 
 def test_verify_is_the_front_and_carries_the_python_verifys_face():
@@ -168,5 +167,5 @@ def test_the_front_takes_no_bad_arguments():
     with pytest.raises(TypeError, match="Front"):
         fastc.Front(1, 2, 3)
     with pytest.raises(KeyError, match="no_such"):
-        fastc.Front(PY, _core._Passed, object.__new__, np.ndarray, _core._BF16, _core._F16,
-                    _core._F32, 1e-9, _core._clock, vars(_core), ("no_such",))
+        fastc.Front(PY, np.ndarray, _core._BF16, _core._F16, _core._F32, _core._clock,
+                    vars(_core), ("no_such",))

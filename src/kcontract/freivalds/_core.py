@@ -332,8 +332,8 @@ def verify(a, b, c, *, rounds: int = 1, seed: Optional[int] = None,
     t0 = _clock() if _resume is None else _resume
     handed = None  # a screen the compiled common call hands over
     if _resume is None and (seed is None or type(seed) is int and 0 <= seed <= _M64) \
-            and rounds == 1 and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM and bias is None \
-            and _pre is None and accumulate is None and output_format is None \
+            and rounds == 1 and groups == 1 and false_alarm == DEFAULT_FALSE_ALARM \
+            and bias is None and _pre is None and accumulate is None and output_format is None \
             and repair is False and bound == "probabilistic" and _COMMON is not None \
             and type(rounds) is int and type(groups) is int:
         res = _common(a, b, c, seed, max_rows)
@@ -480,19 +480,14 @@ def _common(a, b, c, seed=None, max_rows=0):
         # call into torch each; a numpy view costs tens of microseconds right after a
         # product)
         out = _COMMON_PTR(a.data_ptr(), b.data_ptr(), c.data_ptr(), *args, 1, seed)
-    if out is None:
-        return None
+    if out is None or type(out) is _Passed:  # (the compiled call makes the passing result
+        return out  # as _passing does: see _fastc.set_passed below)
     if len(out) == 7:  # the shape's first call: its plan, then the call again
         if out in _NO_PLAN or not _common_plan(*out):
             _NO_PLAN.add(out)
             return None
         return _common(a, b, c, seed, max_rows)
-    seed, ratio = out[0], out[1]
-    if ratio is not None and ratio <= 1.0:
-        shape, fmts, backend = out[5]
-        return _passing(out[3], out[2], ratio, out[4], shape, fmts, seed, DEFAULT_FALSE_ALARM,
-                        backend, True)
-    return seed, None
+    return out[0], None  # (the seed: a row beyond the screen, checked again with it)
 
 
 #: shapes of CPU tensors verify's common call has taken twice: (TensorGuards(a, b, c).check,
@@ -951,7 +946,8 @@ def _passing(threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backen
     even a dict of the fields, takes many steps, each from cold caches right after a
     product: 5.5-7.9 against 1.9-2.8 us for this, medians of 300 right after a 512^3
     product).  ``numbers``: threshold and scale are the compiled call's numbers (a float, or
-    a tuple per matrix of the batch shape[0]), made arrays on first read."""
+    a tuple per matrix of the batch shape[0]), made arrays on first read.  (The compiled
+    common calls of one 2-D product make the same object in C: _fastc's passed_result.)"""
     res = _new_result(_Passed)
     res._v = (threshold, scale, ratio, calibrated, shape, fmts, seed, pfa, backend, numbers)
     res.seconds = 0.0
@@ -1022,6 +1018,10 @@ for _name, _make in (("passed", lambda v: True), ("reason", lambda v: "verified"
                                                      "screened_rows", "suspect_columns",
                                                      "row_failures"))):
     setattr(_Passed, _name, _Made(_name, _make))
+
+if getattr(_fastc, "set_passed", None) is not None:
+    # the common calls' passing results made in the compiled call, as _passing makes them
+    _fastc.set_passed(_Passed, _new_result, DEFAULT_FALSE_ALARM)
 
 
 def _fast_compiled16(a, b, c, M: int, K: int, N: int, seed: int, pfa: float, numpy_arrays: bool,
@@ -1410,6 +1410,5 @@ def check_product(a, b, c, *, accumulate: str, output_format: str,
 _FRONT = getattr(_fastc, "Front", None)
 if _FRONT is not None:
     verify = functools.update_wrapper(
-        _FRONT(verify, _Passed, object.__new__, np.ndarray, _BF16, _F16, _F32,
-               DEFAULT_FALSE_ALARM, _clock, globals(),
-               ("_fastc", "_COMMON", "_common", "_passing", "_clock")), verify)
+        _FRONT(verify, np.ndarray, _BF16, _F16, _F32, _clock, globals(),
+               ("_fastc", "_COMMON", "_common", "_clock")), verify)

@@ -2127,6 +2127,48 @@ static PyObject *linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* the passing result of a common call, where kcontract.freivalds._core registered its
+ * class (set_passed): that class's object, made as _core._passing makes one -- one slot,
+ * _v, holding (threshold, scale, ratio, calibrated, shape, formats, seed, false alarm,
+ * backend, True), and seconds 0 -- without a Python frame between the check and its
+ * caller (verify's front, or _core._common) */
+static PyObject *passed_type, *passed_make, *passed_pfa, *str_v, *str_seconds;
+
+static PyObject *passed_result(uint64_t seed, double ratio, double scale, double t,
+                               int calibrated, PyObject *info) {
+    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a plan's info must be (shape, formats, backend)");
+        return NULL;
+    }
+    PyObject *res = PyObject_CallOneArg(passed_make, passed_type);
+    if (res == NULL) return NULL;
+    PyObject *v = Py_BuildValue("(dddOOOKOOO)", t, scale, ratio,
+                                calibrated ? Py_True : Py_False, PyTuple_GET_ITEM(info, 0),
+                                PyTuple_GET_ITEM(info, 1), (unsigned long long)seed,
+                                passed_pfa, PyTuple_GET_ITEM(info, 2), Py_True);
+    PyObject *zero = v == NULL ? NULL : PyFloat_FromDouble(0.0);
+    int bad = zero == NULL || PyObject_SetAttr(res, str_v, v) < 0
+              || PyObject_SetAttr(res, str_seconds, zero) < 0;
+    Py_XDECREF(v);
+    Py_XDECREF(zero);
+    if (bad) Py_CLEAR(res);
+    return res;
+}
+
+/* set_passed(cls, make, false_alarm): the passing result's class (_core._Passed), how one
+ * is made (object.__new__) and the default false-alarm probability it reports */
+static PyObject *set_passed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])
+        || !PyFloat_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "set_passed(cls, make, false_alarm)");
+        return NULL;
+    }
+    Py_XSETREF(passed_type, Py_NewRef(args[0]));
+    Py_XSETREF(passed_make, Py_NewRef(args[1]));
+    Py_XSETREF(passed_pfa, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
 /* common's check of A B = C (buffers of checked kinds and shapes): see common */
 static PyObject *common_run(const Py_buffer *A, const Py_buffer *B, const Py_buffer *C,
                             Py_ssize_t item, Py_ssize_t half, Py_ssize_t citem,
@@ -2156,6 +2198,8 @@ static PyObject *common_run(const Py_buffer *A, const Py_buffer *B, const Py_buf
     if (screen_verdict(p, st, -1.0, &scale, &t, &ratio, &calibrated) < 0)
         out = Py_BuildValue("(KOddOO)", (unsigned long long)seed, Py_None, 0.0, 0.0, Py_False,
                             p->info);
+    else if (ratio <= 1.0 && passed_type != NULL)
+        out = passed_result(seed, ratio, scale, t, calibrated, p->info);
     else
         out = Py_BuildValue("(KdddOO)", (unsigned long long)seed, ratio, scale, t,
                             calibrated ? Py_True : Py_False, p->info);
@@ -2199,10 +2243,11 @@ static PyObject *common_ptr(PyObject *self, PyObject *const *args, Py_ssize_t na
  * half, buffers are taken without their format (numpy cannot describe bfloat16 in one):
  * the caller has checked the dtypes, and a 4-byte c is float32),
  * (M, K, N, item, half, citem, backend) (no plan for the shape and kind: register one,
- * then call again), or (seed, ratio, scale, threshold, calibrated, info): the
- * screen passes the product where ratio <= 1; otherwise (ratio > 1, NaN, or undecided:
- * ratio None) the caller checks it again with this seed.  seed: the caller's (an int below
- * 2^64), or None for a fresh one from OS entropy. */
+ * then call again), the passing result (set_passed's class: the screen passed the
+ * product), or (seed, ratio, scale, threshold, calibrated, info): the screen did not pass
+ * it (ratio > 1, NaN, or undecided: ratio None; ratio <= 1 only where no class is
+ * registered), the caller checks it again with this seed.  seed: the caller's (an int
+ * below 2^64), or None for a fresh one from OS entropy. */
 static PyObject *common_of(PyObject *const *args, Py_ssize_t half, Py_ssize_t backend,
                            PyObject *given);
 
@@ -2254,31 +2299,28 @@ done:
 
 /* ---- verify's front: its common call without Python between ---------------------------
  * kcontract.freivalds.verify, called as verify(a, b, c): three numpy arrays and no option
- * (most calls, and the overhead benchmark's).  For those the front does what verify,
- * _core._common and _core._passing do in Python -- the dtypes by identity, the compiled
- * common call, the passing result -- and hands every other call, and every product the
- * call does not pass, to the Python verify (given: `general`): a product whose screen did
- * not pass it goes on there with the call's seed (keyword `_resume`: when the call
- * started, by `clock`), as after _core._common.  The Python between cost 4.3 us of a
- * 32 us check of a 512^3 bfloat16 product right after it (medians of six runs of 61;
- * the bare compiled call 27.8 us).  Its instances keep a __dict__, for functools'
- * update_wrapper: name, docstring and __wrapped__ (the signature) are the Python verify's. */
+ * (most calls, and the overhead benchmark's).  For those the front does what verify and
+ * _core._common do in Python -- the dtypes by identity, the compiled common call, whose
+ * passing result it returns -- and hands every other call, and every product the call
+ * does not pass, to the Python verify (given: `general`): a product whose screen did not
+ * pass it goes on there with the call's seed (keyword `_resume`: when the call started,
+ * by `clock`), as after _core._common.  The Python between cost 4.3 us of a 32 us check
+ * of a 512^3 bfloat16 product right after it (medians of six runs of 61; the bare
+ * compiled call 27.8 us).  Its instances keep a __dict__, for functools' update_wrapper:
+ * name, docstring and __wrapped__ (the signature) are the Python verify's. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;
     PyObject *general; /* the Python verify */
-    PyObject *passed;  /* _core._Passed */
-    PyObject *make;    /* object.__new__ */
     PyObject *ndarray; /* numpy.ndarray */
     PyObject *bf16, *f16, *f32; /* the dtypes */
-    PyObject *pfa;     /* DEFAULT_FALSE_ALARM */
     PyObject *clock;   /* time.perf_counter */
     PyObject *ns;      /* the Python verify's module namespace */
     PyObject *watch;   /* ((name, value), ...): the functions the front shortens, as made */
 } Front;
 
-static PyObject *str_dtype, *str_v, *str_seconds, *str_seed, *str_resume, *str_qualname;
+static PyObject *str_dtype, *str_seed, *str_resume, *str_qualname;
 
 /* the dtype object of a numpy array (borrowed through the caller's reference: the array
  * holds it); NULL, error cleared, where it has none */
@@ -2331,14 +2373,22 @@ static PyObject *front_call(PyObject *self, PyObject *const *args, size_t nargsf
     }
     out = common_of(args, half, 0, Py_None);
     if (out == NULL) goto fail;
-    if (!PyTuple_CheckExact(out) || PyTuple_GET_SIZE(out) != 6) goto general;
-    PyObject *seed = PyTuple_GET_ITEM(out, 0), *ratio = PyTuple_GET_ITEM(out, 1);
-    PyObject *info = PyTuple_GET_ITEM(out, 5);
-    if (ratio == Py_None || !(PyFloat_AsDouble(ratio) <= 1.0)) {
+    if (passed_type != NULL && (PyObject *)Py_TYPE(out) == passed_type) {
+        PyObject *t1 = PyObject_CallNoArgs(f->clock);
+        PyObject *secs = t1 == NULL ? NULL : PyFloat_FromDouble(PyFloat_AsDouble(t1)
+                                                                - PyFloat_AsDouble(t0));
+        Py_XDECREF(t1);
+        int bad = secs == NULL || PyObject_SetAttr(out, str_seconds, secs) < 0;
+        Py_XDECREF(secs);
+        Py_DECREF(t0);
+        if (bad) Py_CLEAR(out);
+        return out;
+    }
+    if (PyTuple_CheckExact(out) && PyTuple_GET_SIZE(out) == 6) {
         /* the screen did not pass it: the Python verify goes on with this seed */
         PyObject *kw = PyTuple_Pack(2, str_seed, str_resume), *res = NULL;
         if (kw != NULL) {
-            PyObject *call[5] = {a, b, c, seed, t0};
+            PyObject *call[5] = {a, b, c, PyTuple_GET_ITEM(out, 0), t0};
             res = PyObject_Vectorcall(f->general, call, 3, kw);
             Py_DECREF(kw);
         }
@@ -2346,31 +2396,6 @@ static PyObject *front_call(PyObject *self, PyObject *const *args, size_t nargsf
         Py_DECREF(t0);
         return res;
     }
-    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 3) goto general;
-    /* _core._passing's result: (threshold, scale, ratio, calibrated, shape, formats, seed,
-     * false alarm, backend, numbers) */
-    PyObject *res = PyObject_CallOneArg(f->make, f->passed);
-    if (res == NULL) goto fail;
-    PyObject *v = PyTuple_Pack(10, PyTuple_GET_ITEM(out, 3), PyTuple_GET_ITEM(out, 2), ratio,
-                               PyTuple_GET_ITEM(out, 4), PyTuple_GET_ITEM(info, 0),
-                               PyTuple_GET_ITEM(info, 1), seed, f->pfa,
-                               PyTuple_GET_ITEM(info, 2), Py_True);
-    PyObject *t1 = v == NULL ? NULL : PyObject_CallNoArgs(f->clock);
-    PyObject *secs = t1 == NULL ? NULL : PyFloat_FromDouble(PyFloat_AsDouble(t1)
-                                                            - PyFloat_AsDouble(t0));
-    Py_XDECREF(t1);
-    if (secs == NULL || PyObject_SetAttr(res, str_v, v) < 0
-        || PyObject_SetAttr(res, str_seconds, secs) < 0) {
-        Py_XDECREF(v);
-        Py_XDECREF(secs);
-        Py_DECREF(res);
-        goto fail;
-    }
-    Py_DECREF(v);
-    Py_DECREF(secs);
-    Py_DECREF(out);
-    Py_DECREF(t0);
-    return res;
 general:
     /* not the front's: the Python verify, from the start (a call that needs a plan first
      * makes it there) */
@@ -2387,13 +2412,10 @@ static int front_traverse(PyObject *self, visitproc visit, void *arg) {
     Front *f = (Front *)self;
     Py_VISIT(f->dict);
     Py_VISIT(f->general);
-    Py_VISIT(f->passed);
-    Py_VISIT(f->make);
     Py_VISIT(f->ndarray);
     Py_VISIT(f->bf16);
     Py_VISIT(f->f16);
     Py_VISIT(f->f32);
-    Py_VISIT(f->pfa);
     Py_VISIT(f->clock);
     Py_VISIT(f->ns);
     Py_VISIT(f->watch);
@@ -2404,13 +2426,10 @@ static int front_clear(PyObject *self) {
     Front *f = (Front *)self;
     Py_CLEAR(f->dict);
     Py_CLEAR(f->general);
-    Py_CLEAR(f->passed);
-    Py_CLEAR(f->make);
     Py_CLEAR(f->ndarray);
     Py_CLEAR(f->bf16);
     Py_CLEAR(f->f16);
     Py_CLEAR(f->f32);
-    Py_CLEAR(f->pfa);
     Py_CLEAR(f->clock);
     Py_CLEAR(f->ns);
     Py_CLEAR(f->watch);
@@ -2423,25 +2442,23 @@ static void front_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
-/* Front(general, passed, make, ndarray, bfloat16, float16, float32, false_alarm, clock,
- *       namespace, names): names, those of namespace's functions the front shortens (their
- *       values now are watched) */
+/* Front(general, ndarray, bfloat16, float16, float32, clock, namespace, names): names,
+ * those of namespace's functions the front shortens (their values now are watched) */
 static PyObject *front_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *o[11];
+    PyObject *o[8];
     if (kw != NULL && PyDict_GET_SIZE(kw) > 0) goto usage;
-    if (!PyArg_UnpackTuple(args, "Front", 11, 11, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                           &o[6], &o[7], &o[8], &o[9], &o[10]))
+    if (!PyArg_UnpackTuple(args, "Front", 8, 8, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                           &o[6], &o[7]))
         return NULL;
-    if (!PyCallable_Check(o[0]) || !PyType_Check(o[1]) || !PyCallable_Check(o[2])
-        || !PyType_Check(o[3]) || !PyFloat_CheckExact(o[7]) || !PyCallable_Check(o[8])
-        || !PyDict_CheckExact(o[9]) || !PyTuple_CheckExact(o[10]))
+    if (!PyCallable_Check(o[0]) || !PyType_Check(o[1]) || !PyCallable_Check(o[5])
+        || !PyDict_CheckExact(o[6]) || !PyTuple_CheckExact(o[7]))
         goto usage;
-    Py_ssize_t nw = PyTuple_GET_SIZE(o[10]);
+    Py_ssize_t nw = PyTuple_GET_SIZE(o[7]);
     PyObject *watch = PyTuple_New(nw);
     if (watch == NULL) return NULL;
     for (Py_ssize_t i = 0; i < nw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(o[10], i);
-        PyObject *now = PyUnicode_CheckExact(name) ? PyDict_GetItemWithError(o[9], name) : NULL;
+        PyObject *name = PyTuple_GET_ITEM(o[7], i);
+        PyObject *now = PyUnicode_CheckExact(name) ? PyDict_GetItemWithError(o[6], name) : NULL;
         PyObject *nv = now == NULL ? NULL : PyTuple_Pack(2, name, now);
         if (nv == NULL) {
             if (!PyErr_Occurred())
@@ -2457,14 +2474,14 @@ static PyObject *front_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         return NULL;
     }
     f->vectorcall = front_call;
-    PyObject **slots[] = {&f->general, &f->passed, &f->make, &f->ndarray, &f->bf16,
-                          &f->f16, &f->f32, &f->pfa, &f->clock, &f->ns};
-    for (int i = 0; i < 10; i++) *slots[i] = Py_NewRef(o[i]);
+    PyObject **slots[] = {&f->general, &f->ndarray, &f->bf16, &f->f16, &f->f32, &f->clock,
+                          &f->ns};
+    for (int i = 0; i < 7; i++) *slots[i] = Py_NewRef(o[i]);
     f->watch = watch;
     return (PyObject *)f;
 usage:
-    PyErr_SetString(PyExc_TypeError, "Front(general, passed, make, ndarray, bfloat16, "
-                                     "float16, float32, false_alarm, clock, namespace, names)");
+    PyErr_SetString(PyExc_TypeError, "Front(general, ndarray, bfloat16, float16, float32, "
+                                     "clock, namespace, names)");
     return NULL;
 }
 
@@ -4137,6 +4154,8 @@ static PyMethodDef methods[] = {
      "and MKL's batches may run on"},
     {"lean", (PyCFunction)(void (*)(void))lean, METH_FASTCALL,
      "the guard's remembered lean linear check (see the source)"},
+    {"set_passed", (PyCFunction)(void (*)(void))set_passed, METH_FASTCALL,
+     "set_passed(cls, make, false_alarm): the common calls' passing result's class"},
     {"guard_consts", (PyCFunction)(void (*)(void))guard_consts, METH_FASTCALL,
      "guard_consts(clock, step, mask, relief_min, defer_product_bytes): what GuardCore's "
      "calls need of the guard's module"},
@@ -4174,19 +4193,15 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastc",
 
 PyMODINIT_FUNC PyInit__fastc(void) {
     pthread_atfork(NULL, NULL, entropy_forget);
-    str_version = PyUnicode_InternFromString("_version");
-    str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (str_version == NULL || str_data_ptr == NULL) return NULL;
-    const char *names[] = {"_check_linear_py", "_linear_now_py", "_linear_rest",
-                           "_new_signs", "nbytes"};
-    PyObject **slots[] = {&gs_check_py, &gs_now_py, &gs_rest_py, &gs_new_signs, &gs_nbytes};
-    for (int i = 0; i < 5; i++)
-        if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
-    const char *fnames[] = {"dtype", "_v", "seconds", "seed", "_resume", "__qualname__"};
-    PyObject **fslots[] = {&str_dtype, &str_v, &str_seconds, &str_seed, &str_resume,
-                           &str_qualname};
-    for (int i = 0; i < 6; i++)
-        if ((*fslots[i] = PyUnicode_InternFromString(fnames[i])) == NULL) return NULL;
+    /* the attribute and keyword names the calls use */
+    const struct { const char *name; PyObject **slot; } names[] = {
+        {"_version", &str_version}, {"data_ptr", &str_data_ptr},
+        {"_check_linear_py", &gs_check_py}, {"_linear_now_py", &gs_now_py},
+        {"_linear_rest", &gs_rest_py}, {"_new_signs", &gs_new_signs}, {"nbytes", &gs_nbytes},
+        {"dtype", &str_dtype}, {"_v", &str_v}, {"seconds", &str_seconds}, {"seed", &str_seed},
+        {"_resume", &str_resume}, {"__qualname__", &str_qualname}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return NULL;
     if (PyType_Ready(&GuardCoreType) < 0 || PyType_Ready(&FrontType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (PyModule_AddObjectRef(m, "GuardCore", (PyObject *)&GuardCoreType) < 0
