@@ -113,16 +113,18 @@ def measure(matmul, check, floor, reps: int, sync=lambda: None) -> dict:
     """Interleaved timings: (product, check) and (product, floor) pairs in
     alternating order, each timed right after its product; ``reps`` of them, more where
     the product is short (:func:`reps_for`)."""
-    t0 = time.perf_counter()
-    C = matmul()
-    sync()
-    took = time.perf_counter() - t0
-    if took < 0.05:  # the second product's time where it is cheap: a row's first product
-        t0 = time.perf_counter()  # pays first touches (up to 5x a 512^3 product's time)
+    # the least of the products' times in about 0.2 s (at most 10): a row's first products
+    # pay first touches and set-up, and a torch row's right after a numpy one share the
+    # cores with OpenBLAS's threads still spinning (torch float32 512^3: 15 ms each for
+    # three products, 1.6 ms after) -- with the first's time such rows got 11 to 17
+    # repetitions instead of 61
+    took = []
+    while len(took) < 10 and sum(took) < 0.2:
+        t0 = time.perf_counter()
         C = matmul()
         sync()
-        took = min(took, time.perf_counter() - t0)
-    reps = reps_for(took, reps)
+        took.append(time.perf_counter() - t0)
+    reps = reps_for(min(took), reps)
     assert check(C), "honest product failed"
     floor(C)
     t_mm, t_v, t_f = [], [], []
