@@ -2355,24 +2355,27 @@ static PyObject *front_call(PyObject *self, PyObject *const *args, size_t nargsf
             return front_general(f, args, nargsf, kwnames);
         }
     }
-    PyObject *t0 = PyObject_CallNoArgs(f->clock);
-    if (t0 == NULL) return NULL;
-    PyObject *a = args[0], *b = args[1], *c = args[2], *out = NULL;
-    PyObject *nd = f->ndarray;
+    PyObject *a = args[0], *b = args[1], *c = args[2], *nd = f->ndarray;
     if ((PyObject *)Py_TYPE(a) != nd || (PyObject *)Py_TYPE(b) != nd
         || (PyObject *)Py_TYPE(c) != nd)
-        goto general;
+        return front_general(f, args, nargsf, kwnames);
     PyObject *dt = dtype_of(a);
     Py_ssize_t half = dt == NULL ? -1 : dt == f->bf16 ? 1 : dt == f->f16 ? 2 : 0;
-    if (half < 0) goto general;
+    if (half < 0) return front_general(f, args, nargsf, kwnames);
     if (half) {
         /* (b of a's format, c of it or float32: the compiled call reads 16-bit buffers
          * without their format, as _core._common) */
         PyObject *db = dtype_of(b), *dc = dtype_of(c);
-        if (db != dt || (dc != dt && dc != f->f32)) goto general;
+        if (db != dt || (dc != dt && dc != f->f32))
+            return front_general(f, args, nargsf, kwnames);
     }
-    out = common_of(args, half, 0, Py_None);
-    if (out == NULL) goto fail;
+    PyObject *t0 = PyObject_CallNoArgs(f->clock);
+    if (t0 == NULL) return NULL;
+    PyObject *out = common_of(args, half, 0, Py_None);
+    if (out == NULL) {
+        Py_DECREF(t0);
+        return NULL;
+    }
     if (passed_type != NULL && (PyObject *)Py_TYPE(out) == passed_type) {
         PyObject *t1 = PyObject_CallNoArgs(f->clock);
         PyObject *secs = t1 == NULL ? NULL : PyFloat_FromDouble(PyFloat_AsDouble(t1)
@@ -2396,16 +2399,11 @@ static PyObject *front_call(PyObject *self, PyObject *const *args, size_t nargsf
         Py_DECREF(t0);
         return res;
     }
-general:
-    /* not the front's: the Python verify, from the start (a call that needs a plan first
-     * makes it there) */
-    Py_XDECREF(out);
+    /* not the front's (no plan yet, or not a product the call takes): the Python verify,
+     * from the start (a call that needs a plan makes it there) */
+    Py_DECREF(out);
     Py_DECREF(t0);
     return front_general(f, args, nargsf, kwnames);
-fail:
-    Py_XDECREF(out);
-    Py_DECREF(t0);
-    return NULL;
 }
 
 static int front_traverse(PyObject *self, visitproc visit, void *arg) {
